@@ -1,0 +1,146 @@
+"""Command line: ``python -m autograder grade SUBMISSIONS --out RESULTS`` and ``release``."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import warnings
+from collections import Counter
+from itertools import groupby
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import release
+from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
+from .report import ResultsWriter
+from .runner import feedback_file, grade_assignment
+from .scoring import NotebookResult
+from .submissions import SubmissionsError, discover, find_root, unpack_zip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # nbgrader's gradebook code trips SQLAlchemy 2 warnings that say nothing to an instructor.
+    warnings.filterwarnings("ignore", module="nbgrader")
+    try:
+        return args.run(args)
+    except (CourseError, SubmissionsError, OSError) as err:
+        print(f"autograder: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograder",
+                                     description="Release and grade the course's nbgrader assignments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    grade = commands.add_parser(
+        "grade", help="grade a folder or zip of submissions",
+        description="Grade SUBMISSIONS/<student_id>/<assignment>/<notebook>.ipynb (a folder or a .zip) "
+                    "into RESULTS/grades.csv, RESULTS/results.json and RESULTS/feedback/. "
+                    "SUBMISSIONS is never modified.")
+    grade.add_argument("submissions", type=Path, metavar="SUBMISSIONS")
+    grade.add_argument("--out", type=Path, required=True, metavar="RESULTS")
+    grade.add_argument("--source", type=Path, default=SOLUTIONS_DIR,
+                       help="folder of source notebooks (default: %(default)s)")
+    grade.add_argument("--cell-timeout", type=int, default=60, metavar="SECONDS",
+                       help="a cell running longer is interrupted (default: %(default)s)")
+    grade.add_argument("--notebook-timeout", type=int, default=300, metavar="SECONDS",
+                       help="wall-clock limit for a whole notebook (default: %(default)s)")
+    grade.add_argument("--memory", type=int, default=4096, metavar="MiB",
+                       help="memory (address space) limit of a grading kernel; 0: none (default: %(default)s)")
+    grade.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                       help="run kernels without bubblewrap isolation (trusted submissions only)")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    grade.set_defaults(run=_grade)
+
+    rel = commands.add_parser(
+        "release", help="regenerate exercises/ from solutions/",
+        description="Regenerate the student notebooks from the source notebooks with nbgrader.")
+    rel.add_argument("assignments", nargs="*", metavar="ASSIGNMENT", help="default: all")
+    rel.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
+    rel.add_argument("--dest", type=Path, default=EXERCISES_DIR, help="default: %(default)s")
+    rel.add_argument("--check", action="store_true",
+                     help="change nothing; exit 1 if the release notebooks are out of date")
+    rel.set_defaults(run=_release)
+    return parser
+
+
+def _release(args) -> int:
+    if args.check:
+        stale = release.stale_files(args.source, args.dest)
+        for path in stale:
+            print(f"out of date: {args.dest / path}")
+        if stale:
+            print("run `python -m autograder release` to regenerate", file=sys.stderr)
+        return 1 if stale else 0
+    for assignment in release.generate(args.source, args.dest, args.assignments):
+        print(f"released {assignment} -> {args.dest / assignment}")
+    return 0
+
+
+def _grade(args) -> int:
+    submissions, out = args.submissions.resolve(), args.out.resolve()
+    if not submissions.exists():
+        raise SubmissionsError(f"{submissions} does not exist")
+    if submissions.is_dir() and out.is_relative_to(submissions):
+        raise SubmissionsError("RESULTS must not be inside SUBMISSIONS, which is never modified")
+
+    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        tmp = Path(tmp)
+        root = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
+        course = Course(tmp / "course", args.source, cell_timeout=args.cell_timeout,
+                        notebook_timeout=args.notebook_timeout, memory_limit=args.memory * 1024**2,
+                        sandbox=args.sandbox)
+        for assignment in course.assignments:
+            course.generate(assignment)
+        notebooks = {a: course.notebooks(a) for a in course.assignments}
+        expected = discover(find_root(root, course.assignments), course.assignments, notebooks)
+        if not expected:
+            print(f"autograder: warning: no <student>/<assignment>/ folders for "
+                  f"{', '.join(course.assignments)} under {submissions}", file=sys.stderr)
+
+        writer = ResultsWriter(out)
+        progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
+        with _kernel_environment(), progress:
+            for (student_id, assignment), group in groupby(expected, key=lambda s: (s.student_id, s.assignment)):
+                group = list(group)
+                progress.set_postfix_str(f"{student_id}/{assignment}")
+                for result in _grade_safely(course, group):
+                    writer.add(result, feedback_file(course, student_id, assignment, result.notebook))
+                progress.update(len(group))
+        writer.finish()
+
+    if not args.quiet:
+        counts = Counter(r.status for r in writer.results)
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        print(f"graded {len(writer.results)} notebooks ({summary or 'none'}) -> {out / 'grades.csv'}")
+    return 0
+
+
+def _grade_safely(course: Course, group) -> list[NotebookResult]:
+    """One student's failure becomes that student's status; it never stops the run."""
+    try:
+        return grade_assignment(course, group)
+    except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
+        return [NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
+                               course.max_score(s.assignment, s.notebook),
+                               reason=f"grading failed: {type(err).__name__}: {err}") for s in group]
+
+
+@contextlib.contextmanager
+def _kernel_environment():
+    """Environment of the grading kernels: the check helpers importable, no bytecode
+    written into the repository, figures without a display."""
+    saved = dict(os.environ)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    os.environ["MPLBACKEND"] = "Agg"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -1,0 +1,108 @@
+"""A throwaway nbgrader course directory, where nbgrader's own apps do the work.
+
+nbgrader expects a course laid out as ``source/``, ``release/``, ``submitted/``,
+``autograded/`` and ``feedback/`` next to a gradebook database. The autograder
+builds one in a temporary directory for every run, so it never writes into the
+repository or into the instructor's submissions.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.apps import NbGraderAPI
+from nbgrader.api import Gradebook
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import Execute, GetGrades
+from traitlets.config import Config
+
+from .preprocessors import HideHiddenTests, RebuildFromSource
+from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+EXERCISES_DIR = REPO_ROOT / "exercises"
+COURSE_ID = "attention-from-scratch"
+
+# Files of a source folder that never belong to an assignment.
+IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
+
+
+class CourseError(RuntimeError):
+    """The course itself is broken (not a student's fault): grading cannot run."""
+
+
+def find_assignments(source_dir: Path) -> list[str]:
+    """Assignment ids: the folders of ``source_dir`` that hold at least one notebook."""
+    if not source_dir.is_dir():
+        raise CourseError(f"no source folder at {source_dir}")
+    return sorted(d.name for d in source_dir.iterdir() if d.is_dir() and any(d.glob("*.ipynb")))
+
+
+class Course:
+    """An nbgrader course rooted at ``root``, with the assignments of ``source_dir``."""
+
+    def __init__(self, root: Path, source_dir: Path = SOLUTIONS_DIR, cell_timeout: int = 60,
+                 notebook_timeout: int = 300, memory_limit: int = 4 * 1024**3, sandbox: bool = True):
+        if sandbox and not bwrap_available():
+            raise CourseError("grading runs student code in a bubblewrap sandbox, but `bwrap` (or `prlimit`) "
+                              "is not installed: `apt-get install bubblewrap` (make setup does it), or pass "
+                              "--no-sandbox to grade without isolation")
+        self.root = Path(root)
+        self.source_dir = Path(source_dir)
+        self.assignments = find_assignments(self.source_dir)
+        for assignment in self.assignments:
+            shutil.copytree(self.source_dir / assignment, self.root / "source" / assignment,
+                            ignore=shutil.ignore_patterns(*IGNORED))
+        self.db_url = f"sqlite:///{self.root / 'gradebook.db'}"
+        self.api = NbGraderAPI(config=self._config(cell_timeout, notebook_timeout, memory_limit, sandbox))
+        self.api.log.setLevel(logging.ERROR)
+
+    def _config(self, cell_timeout: int, notebook_timeout: int, memory_limit: int, sandbox: bool) -> Config:
+        c = Config()
+        c.CourseDirectory.root = str(self.root)
+        c.CourseDirectory.course_id = COURSE_ID
+        c.CourseDirectory.db_url = self.db_url
+        c.CourseDirectory.ignore = IGNORED
+        # A cell that runs too long is interrupted and marked as an error,
+        # and the rest of the notebook still runs.
+        # Each submission is first rebuilt on the source notebook (tampered test
+        # cells and metadata have no effect), then run in a sandboxed kernel.
+        c.RebuildFromSource.course_root = str(self.root)
+        c.Autograde.sanitize_preprocessors = [RebuildFromSource, *Autograde.sanitize_preprocessors.default()]
+        c.Autograde.autograde_preprocessors = [
+            SandboxedExecute if p is Execute else p for p in Autograde.autograde_preprocessors.default()]
+        c.SandboxedExecute.notebook_timeout = notebook_timeout
+        if sandbox:
+            c.Execute.kernel_manager_class = SandboxedKernelManager
+            c.SandboxedKernelManager.memory_limit = memory_limit
+            c.SandboxedKernelManager.work_root = str(self.root)
+        c.Execute.timeout = cell_timeout
+        c.Execute.interrupt_on_timeout = True
+        # nbgrader's default, plus a quiet kernel (its log would land on our stderr).
+        c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+        # Students see their failures and partial credit, never the hidden tests' source.
+        c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+        return c
+
+    def notebooks(self, assignment: str) -> list[str]:
+        """The notebook names (without .ipynb) of an assignment."""
+        return sorted(p.stem for p in (self.root / "source" / assignment).glob("*.ipynb"))
+
+    def generate(self, assignment: str) -> Path:
+        """Run nbgrader generate_assignment: fills the gradebook and writes release/<assignment>."""
+        result = self.api.generate_assignment(assignment, force=True, create=True)
+        if not result["success"]:
+            raise CourseError(f"nbgrader generate_assignment failed for {assignment}:\n"
+                              f"{result.get('error') or result.get('log')}")
+        return self.root / "release" / assignment
+
+    def max_score(self, assignment: str, notebook: str) -> float:
+        with Gradebook(self.db_url, COURSE_ID) as gb:
+            return gb.find_notebook(notebook, assignment).max_score
+
+    def path(self, step: str, student_id: str, assignment: str) -> Path:
+        """Where nbgrader keeps one student's assignment at a step (submitted, autograded, feedback)."""
+        return self.root / step / student_id / assignment

@@ -1,0 +1,100 @@
+"""nbgrader-style preprocessors that the autograder adds to nbgrader's pipelines."""
+import copy
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
+
+
+class HideHiddenTests(NbGraderPreprocessor):
+    """Replace each hidden-test region by a one-line note, for the student's feedback.
+
+    nbgrader's default feedback shows the autograded notebook, whose test cells were
+    restored from the source notebook: hidden tests included. The outputs (which test
+    failed and why) stay; only the source of the hidden region goes.
+    """
+
+    begin = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
+    end = Unicode("END HIDDEN TESTS").tag(config=True)
+    note = Unicode("# (hidden tests: their results are below, their code is not shown)").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and self.begin in cell.source:
+            kept, hidden = [], False
+            for line in cell.source.splitlines():
+                if self.begin in line:
+                    hidden = True
+                    kept.append(line[: len(line) - len(line.lstrip())] + self.note)
+                elif self.end in line:
+                    hidden = False
+                elif not hidden:
+                    kept.append(line)
+            cell.source = "\n".join(kept)
+        return cell, resources
+
+
+class RebuildFromSource(NbGraderPreprocessor):
+    """Rebuild a submission on the source notebook, keeping only the student's answers.
+
+    Every cell of the source notebook comes back in its place with its metadata:
+    test cells (hidden tests included), instructions, the setup cell. Each solution
+    cell takes the student's code (the first cell with its grade_id), or the release
+    stub when the student deleted it. Cells the student added (or duplicated, or
+    stripped of metadata) follow the solution or test cell they followed in the
+    submission. So deleted, edited, reordered or duplicated test cells and changed
+    metadata (points, grade flags, kernelspec) have no effect.
+    """
+
+    course_root = Unicode(help="the nbgrader course folder, with source/ and release/").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        assignment, notebook = resources["nbgrader"]["assignment"], resources["nbgrader"]["notebook"]
+        source, release = (nbformat.read(Path(self.course_root) / step / assignment / f"{notebook}.ipynb",
+                                         as_version=4) for step in ("source", "release"))
+        return self.rebuild(nb, source, release), resources
+
+    def rebuild(self, submitted, source, release):
+        release_cells = {_grade_id(c): c for c in release.cells if _grade_id(c)}
+        known = {_grade_id(c) for c in source.cells if _grade_id(c)}
+        answers, extra, anchor = {}, {}, None
+        for cell in submitted.cells:
+            grade_id = _grade_id(cell) if _grade_id(cell) in known else None
+            if grade_id and grade_id not in answers and grade_id not in extra:
+                answers[grade_id] = cell
+                anchor = grade_id
+            elif cell.cell_type in ("code", "markdown"):
+                extra.setdefault(anchor, []).append(_plain(cell))
+        cells = list(extra.get(None, []))
+        for cell in source.cells:
+            grade_id = _grade_id(cell)
+            if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+                student = answers.get(grade_id, release_cells.get(grade_id, cell))
+                cell = _with_source(cell, student.source)
+            else:
+                cell = _with_source(cell, cell.source)
+            cells.append(cell)
+            cells.extend(extra.get(grade_id, []) if grade_id else [])
+        rebuilt = copy.deepcopy(source)
+        rebuilt.cells = cells
+        return rebuilt
+
+
+def _grade_id(cell):
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+
+
+def _with_source(cell, source):
+    cell = copy.deepcopy(cell)
+    cell.source = source if isinstance(source, str) else "".join(source)
+    if cell.cell_type == "code":
+        cell.outputs, cell.execution_count = [], None
+    return cell
+
+
+def _plain(cell):
+    """A student's own cell: their source, no nbgrader metadata, no outputs."""
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    return new_code_cell(source) if cell.cell_type == "code" else new_markdown_cell(source)

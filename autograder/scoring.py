@@ -1,0 +1,79 @@
+"""Per-test results and the status of one graded notebook.
+
+Scores come from nbgrader's gradebook; the message of each test comes from the
+outputs of its cell in the autograded notebook (the check helpers print their
+report there, or raise it as the error).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+import nbformat
+
+# The worst status of an assignment's notebooks is the assignment's status.
+STATUS_ORDER = ["ok", "timeout", "error", "invalid", "missing"]
+MAX_MESSAGE_CHARS = 4000
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+@dataclass
+class TestResult:
+    grade_id: str
+    points: float
+    max_points: float
+    passed: bool
+    message: str
+
+
+@dataclass
+class NotebookResult:
+    student_id: str
+    assignment: str
+    notebook: str
+    status: str
+    score: float
+    max_score: float
+    tests: list[TestResult] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def worst_status(statuses) -> str:
+    return max(statuses, key=STATUS_ORDER.index)
+
+
+def cell_message(cell) -> str:
+    """What a test cell said: the error it raised, or what it printed."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if output.output_type == "error":
+            parts.append(f"{output.ename}: {output.evalue}".rstrip(": "))
+        elif output.output_type == "stream":
+            parts.append(output.text)
+    text = _ANSI.sub("", "\n".join(p.strip() for p in parts if p.strip()))
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " …(cut)"
+
+
+def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float, float]]) -> list[TestResult]:
+    """One TestResult per graded test cell, in notebook order.
+
+    ``scores`` maps grade_id to (points, max_points) as recorded in the gradebook.
+    """
+    results = []
+    for cell in autograded.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.cell_type != "code" or grade_id not in scores:
+            continue
+        points, max_points = scores[grade_id]
+        results.append(TestResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
+    return results
+
+
+def timed_out(autograded: nbformat.NotebookNode) -> bool:
+    """Whether nbgrader interrupted a cell that ran past the time limit."""
+    return any(output.get("ename") == "CellTimeoutError"
+               for cell in autograded.cells if cell.cell_type == "code"
+               for output in cell.outputs)

@@ -1,0 +1,17 @@
+# Treats every mask as boolean (attn_mask == 0 -> masked): right for boolean masks,
+# but a float mask is never added.
+# expect: partial
+# hint: ignores the float attn_mask
+# %% cell: scaled_dot_product_attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    L, S = query.size(-2), key.size(-2)
+    if scale is None:
+        scale = 1 / math.sqrt(query.size(-1))
+    scores = query @ key.transpose(-2, -1) * scale
+    if is_causal:
+        causal = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~causal, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask == 0, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ value, weights

@@ -1,0 +1,170 @@
+"""End to end: real submissions through `python -m autograder grade`, one run per assignment."""
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.course import find_assignments
+from classroom import (REPO, Results, grade, load_corpus, make_submission, notebook_name, reference_code,
+                       secret_lines, tree_digest)
+
+ASSIGNMENTS = find_assignments(REPO / "solutions")
+
+
+class GradedClass:
+    """A class of fake students for one assignment, graded once by the CLI."""
+
+    def __init__(self, assignment: str, tmp: Path):
+        self.assignment = assignment
+        self.root = tmp / "submitted"
+        self.out = tmp / "results"
+        self.corpus = load_corpus(assignment)
+        make_submission(self.root, "reference", assignment)
+        make_submission(self.root, "stub", assignment, answer_all=False)
+        for entry in self.corpus:
+            make_submission(self.root, f"corpus-{entry.name}", assignment, entry.cells)
+        renamed = make_submission(self.root, "renamed", assignment)
+        renamed.rename(renamed.with_name(f"{renamed.stem}-Copy1.ipynb"))
+        (self.root / "no-notebook" / assignment).mkdir(parents=True)
+        (self.root / "no-notebook" / assignment / "notes.txt").write_text("forgot to upload")
+        corrupt = make_submission(self.root, "corrupt", assignment)
+        corrupt.write_text(corrupt.read_text()[:500])  # a truncated upload
+        self.digest_before = tree_digest(self.root)
+        self.process = grade(self.root, self.out)
+        assert self.process.returncode == 0, self.process.stderr
+        self.results = Results.read(self.out)
+
+    def row(self, student: str) -> dict:
+        return self.results.grades[(student, self.assignment)]
+
+    def tests(self, student: str) -> list[dict]:
+        return self.results.notebooks[(student, self.assignment)]["tests"]
+
+    def feedback_text(self, student: str) -> str:
+        """The feedback page as a reader sees it: tags removed, entities decoded."""
+        page = (self.out / "feedback" / student / self.assignment / f"{notebook_name(self.assignment)}.html").read_text()
+        return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENTS)
+def graded(request, tmp_path_factory) -> GradedClass:
+    return GradedClass(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def test_reference_solution_gets_full_marks(graded):
+    row = graded.row("reference")
+    assert row["status"] == "ok"
+    assert float(row["max_score"]) > 0
+    assert float(row["score"]) == float(row["max_score"]), graded.tests("reference")
+    assert all(t["passed"] for t in graded.tests("reference"))
+
+
+def test_untouched_release_notebook_gets_zero(graded):
+    row = graded.row("stub")
+    assert (row["status"], float(row["score"])) == ("ok", 0.0)
+    for test in graded.tests("stub"):
+        assert not test["passed"] and test["points"] == 0
+        assert "not implemented" in test["message"].lower(), test
+
+
+def test_corpus(graded):
+    assert graded.corpus, f"tests/corpus/{graded.assignment}/ is empty"
+    full = float(graded.row("reference")["max_score"])
+    for entry in graded.corpus:
+        student = f"corpus-{entry.name}"
+        score = float(graded.row(student)["score"])
+        messages = "\n".join(t["message"] for t in graded.tests(student))
+        if entry.expect == "full":
+            assert score == full, f"{entry.name}: correct but scored {score}/{full}:\n{messages}"
+        else:
+            assert score < full, f"{entry.name}: buggy but scored full marks"
+            if entry.hint:
+                assert entry.hint.lower() in messages.lower(), f"{entry.name}: hint {entry.hint!r} not in:\n{messages}"
+
+
+def test_renamed_notebook_is_graded(graded):
+    row = graded.row("renamed")
+    assert row["status"] == "ok" and float(row["score"]) == float(row["max_score"])
+    assert "-Copy1.ipynb" in row["reason"]
+
+
+def test_missing_and_corrupt_notebooks_do_not_stop_the_run(graded):
+    missing, corrupt = graded.row("no-notebook"), graded.row("corrupt")
+    assert (missing["status"], float(missing["score"])) == ("missing", 0.0)
+    assert "not found" in missing["reason"]
+    assert (corrupt["status"], float(corrupt["score"])) == ("invalid", 0.0)
+    assert "JSON" in corrupt["reason"]
+    assert missing["max_score"] == corrupt["max_score"] == graded.row("reference")["max_score"]
+    for student in ("no-notebook", "corrupt"):
+        assert (graded.out / "feedback" / student / graded.assignment).is_dir()
+
+
+def test_one_row_per_student(graded):
+    students = {p.name for p in graded.root.iterdir()}
+    assert {s for s, _ in graded.results.grades} == students
+    assert len(graded.results.grades) == len(students)
+
+
+def test_submissions_are_byte_identical_afterwards(graded):
+    assert tree_digest(graded.root) == graded.digest_before
+
+
+def test_feedback_never_shows_hidden_tests_or_solutions(graded):
+    secrets = secret_lines(graded.assignment)
+    assert secrets
+    own = {line.strip() for code in reference_code(graded.assignment).values() for line in code.splitlines()}
+    for student in ["stub"] + [f"corpus-{e.name}" for e in graded.corpus]:
+        text = graded.feedback_text(student)
+        # corpus students keep the reference code in the cells they don't replace: their own copy
+        leaked = [line for line in secrets if line in text and (student == "stub" or line not in own)]
+        assert not leaked, f"feedback of {student} shows: {leaked[:3]}"
+    assert "hidden tests" in graded.feedback_text("stub")
+
+
+def test_zip_from_another_directory_gives_the_same_grades(graded, tmp_path):
+    """A zip with a wrapping folder, graded from outside the repository, leaves the repository clean."""
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for student in ("reference", "stub", "corrupt"):
+            for path in (graded.root / student).rglob("*"):
+                z.write(path, Path("submitted") / path.relative_to(graded.root))
+    status_before = _git_status()
+    process = grade(archive, tmp_path / "out", cwd=tmp_path)
+    assert process.returncode == 0, process.stderr
+    assert _git_status() == status_before, "grading left files in the repository"
+    again = Results.read(tmp_path / "out")
+    for student in ("reference", "stub", "corrupt"):
+        assert again.grades[(student, graded.assignment)] == graded.row(student)
+
+
+def _git_status() -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_grading_cannot_run_exits_nonzero(tmp_path):
+    process = grade(tmp_path / "nowhere", tmp_path / "out")
+    assert process.returncode == 2 and "does not exist" in process.stderr
+    (tmp_path / "class").mkdir()
+    process = grade(tmp_path / "class", tmp_path / "class" / "out")
+    assert process.returncode == 2 and "never modified" in process.stderr
+    assert not (tmp_path / "class" / "out").exists()
+
+
+def test_release_notebooks_are_up_to_date():
+    process = subprocess.run([sys.executable, "-m", "autograder", "release", "--check"],
+                             cwd=REPO, capture_output=True, text=True)
+    assert process.returncode == 0, process.stdout + process.stderr
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_notebooks_hold_no_solutions(assignment):
+    text = (REPO / "exercises" / assignment / f"{notebook_name(assignment)}.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "raise NotImplementedError()" in text
