@@ -14,10 +14,10 @@ SYSTEM_PACKAGES = \
 	bwrap:bubblewrap \
 	npm:npm \
 	chromium:chromium \
-	fonts-liberation
+	fonts-dejavu-core
 # bubblewrap: the grader runs student code in a bwrap sandbox.
 # npm: fetches MathJax, RequireJS and the widget manager once (tools/web_assets.py).
-# chromium, fonts-liberation: tests/test_browser.py renders the built site headless.
+# chromium, fonts-dejavu-core: tests/test_browser.py renders the built site headless.
 
 # MathJax, RequireJS and the ipywidgets manager, served by the site itself (no CDN):
 # installed into the venv, copied into _build/html/_static by book/_ext/offline_assets.py.

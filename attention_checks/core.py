@@ -3,13 +3,17 @@
 An assignment module (e.g. ``qkv.py``) turns small case dicts into ``Case``
 objects: inputs generated on the CPU from a seed, a float64 CPU reference, and
 the outputs that known mistakes would give. ``run_check`` calls the student's
-function on each case and turns the results into what nbgrader reads:
+function on each case (the *probe*), compares what it returned with the reference
+(the *judgement*) and turns the results into what nbgrader reads:
 
 * every case passes      -> prints one line, returns None     (full points)
 * some credit            -> prints a report, returns a number (partial credit)
 * no credit              -> raises CheckFailed with the report (0 points)
 
 so a check call must be the last expression of its test cell.
+
+Under the autograder the probe's outcomes are also recorded, and the grader judges
+them again in its own process (see ``record``): only that judgement counts.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import io
 import logging
 import math
+import numbers
 import os
 import sys
 import traceback
@@ -28,6 +33,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from .record import Outcome, current_replay, decode_outcome, device_name, publish, recording
 
 # --------------------------------------------------------------------------
 # devices, dtypes, tolerances
@@ -118,7 +125,7 @@ class Case:
 
     inputs: str  # shown in reports
     run: Callable[[Callable], Any]  # calls the student's function on this case's inputs
-    expected: dict[str, torch.Tensor]  # output name -> CPU float64 reference, in return order
+    expected: dict[str, Any]  # output name -> CPU float64 tensor, or a plain value (number, str, tuple)
     like: torch.Tensor  # outputs must have its dtype and device
     mistakes: Callable[[], dict[str, Mistake]] = dict  # built only when a case fails
 
@@ -164,15 +171,34 @@ def _as_reference(got: Any) -> torch.Tensor | None:
         return None
 
 
-def close(got: Any, expected: torch.Tensor, dtype: torch.dtype, equal_nan: bool = False) -> bool:
+def same_plain(got: Any, expected: Any) -> bool:
+    """Equality for plain values: floats to 1e-6 relative, the rest exactly (bool is not int)."""
+    if isinstance(expected, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(expected)
+                and all(same_plain(g, e) for g, e in zip(got, expected)))
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, float) and isinstance(got, numbers.Real):  # numpy scalars too
+        return math.isclose(float(got), expected, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(expected, int) and isinstance(got, numbers.Integral):
+        return int(got) == expected
+    return type(got) is type(expected) and got == expected
+
+
+def close(got: Any, expected: Any, dtype: torch.dtype, equal_nan: bool = False) -> bool:
     """Same shape and values within the tolerances of `dtype` (the inputs' dtype)."""
+    if not isinstance(expected, torch.Tensor):
+        return same_plain(got, expected)
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(expected.shape):
         return False
     got = _as_reference(got)
     return got is not None and torch.allclose(got, expected, equal_nan=equal_nan, **tolerance(dtype))
 
 
-def compare(got: Any, expected: torch.Tensor, like: torch.Tensor) -> Verdict:
+def compare(got: Any, expected: Any, like: torch.Tensor) -> Verdict:
+    if not isinstance(expected, torch.Tensor):
+        ok = same_plain(got, expected)
+        return Verdict(ok, ok, "ok" if ok else f"got {_short(got)}, expected {_short(expected)}")
     if not isinstance(got, torch.Tensor):
         return Verdict(False, False, f"expected a tensor, got {type(got).__name__}")
     shape, want = tuple(got.shape), tuple(expected.shape)
@@ -181,8 +207,8 @@ def compare(got: Any, expected: torch.Tensor, like: torch.Tensor) -> Verdict:
     problems = []
     if got.dtype != like.dtype:
         problems.append(f"dtype {_dtype_name(got.dtype)}, expected {_dtype_name(like.dtype)} (the input's)")
-    if got.device != like.device:
-        problems.append(f"on {got.device}, expected {like.device} (the input's device)")
+    if device_name(got) != device_name(like):
+        problems.append(f"on {device_name(got)}, expected {device_name(like)} (the input's device)")
     structure_ok = not problems
 
     tol = tolerance(like.dtype)
@@ -202,6 +228,11 @@ def compare(got: Any, expected: torch.Tensor, like: torch.Tensor) -> Verdict:
         problems.append(text)
     line = "; ".join([f"shape {shape} ok", *problems] + (["values ok"] if values_ok else []))
     return Verdict(structure_ok, values_ok, line)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def diagnose(got: Mapping[str, Any], case: Case, wrong: set[str]) -> list[str]:
@@ -348,15 +379,21 @@ class CaseResult:
     not_implemented: bool = False
 
 
-def run_case(fn: Callable, case: Case, forbidden: ForbiddenCalls) -> CaseResult:
-    names = list(case.expected)
+def probe(fn: Callable, case: Case, forbidden: ForbiddenCalls) -> Outcome:
+    """Run the student's code on one case: the only place it runs."""
     try:
         with quiet(), forbidden:
-            result = case.run(fn)
+            return Outcome(case.run(fn))
     except Exception as error:  # student code: any failure is this case's
-        return CaseResult(0.0, [describe_error(error)], not_implemented=isinstance(error, NotImplementedError))
+        return Outcome(error=describe_error(error), not_implemented=isinstance(error, NotImplementedError))
 
-    got, problem = _unpack(result, names)
+
+def judge(outcome: Outcome, case: Case) -> CaseResult:
+    """Compare one outcome with the case's reference; pure, so the grader can redo it."""
+    if outcome.error is not None:
+        return CaseResult(0.0, [outcome.error], not_implemented=outcome.not_implemented)
+    names = list(case.expected)
+    got, problem = _unpack(outcome.value, names)
     if problem:
         return CaseResult(0.0, [problem])
     verdicts = {name: compare(got[name], case.expected[name], case.like) for name in names}
@@ -384,14 +421,23 @@ def run_check(
 ) -> PartialCredit | None:
     """Score `fn` on `cases` (see the module docstring for what nbgrader gets)."""
     __tracebackhide__ = True
-    if not callable(fn):
-        raise CheckFailed(f"{name}: expected a function, got {type(fn).__name__}") from None
+    forbidden = dict(forbidden or {})
+    replay = current_replay()
+    if replay is None:
+        if not callable(fn):
+            raise CheckFailed(f"{name}: expected a function, got {type(fn).__name__}") from None
+        guard = ForbiddenCalls(forbidden)
+        outcomes = [probe(fn, case, guard) for case in cases]
+        seen = guard.seen
+        if recording():
+            publish(name, outcomes, [case.like for case in cases], seen)
+    else:
+        outcomes, seen = _replayed(replay, name, fn, cases, forbidden, points)
 
-    guard = ForbiddenCalls(forbidden or {})
-    results = [run_case(fn, case, guard) for case in cases]
-    if guard.seen:
+    results = [judge(outcome, case) for outcome, case in zip(outcomes, cases)]
+    if seen:
         raise CheckFailed(
-            f"{name} calls {' and '.join(guard.seen)}, which this exercise asks you to write yourself. "
+            f"{name} calls {' and '.join(seen)}, which this exercise asks you to write yourself. "
             f"Doing so earns no points for that function (0 / {points:g})."
         ) from None
 
@@ -430,3 +476,22 @@ def run_check(
         raise CheckFailed(text) from None
     print(text)
     return PartialCredit(score, points)
+
+
+def _replayed(replay, name: str, fn: Any, cases: Sequence[Case], forbidden: Mapping[Any, str], points: float):
+    """The grader's side: the kernel's recorded outcomes, and every forbidden use found."""
+    __tracebackhide__ = True
+    record = replay.take(name)
+    if record is None or not isinstance(record.get("outcomes"), list) or len(record["outcomes"]) != len(cases):
+        raise CheckFailed(f"{name}: no result was recorded for this test (0 / {points:g} points). "
+                          "Did the notebook stop, or was the check changed, before this cell ran?") from None
+    outcomes = []
+    for data, case in zip(record["outcomes"], cases):
+        outcome, device = decode_outcome(data)
+        if device is not None:
+            case.like._recorded_device = device  # the inputs' device where the student's code ran
+        outcomes.append(outcome)
+    names = sorted(set(forbidden.values()))
+    recorded = [n for n in record.get("forbidden", []) if n in names]
+    found = replay.forbidden_uses(fn, names)
+    return outcomes, list(dict.fromkeys(recorded + found))

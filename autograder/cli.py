@@ -16,8 +16,7 @@ from tqdm import tqdm
 from . import release
 from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
 from .report import ResultsWriter
-from .runner import feedback_file, grade_assignment
-from .scoring import NotebookResult
+from .runner import grade_all
 from .submissions import SubmissionsError, discover, find_root, unpack_zip
 
 
@@ -54,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="memory (address space) limit of a grading kernel; 0: none (default: %(default)s)")
     grade.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                        help="run kernels without bubblewrap isolation (trusted submissions only)")
+    grade.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
+                       help="notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     grade.set_defaults(run=_grade)
 
@@ -92,9 +93,9 @@ def _grade(args) -> int:
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         tmp = Path(tmp)
         root = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
-        course = Course(tmp / "course", args.source, cell_timeout=args.cell_timeout,
-                        notebook_timeout=args.notebook_timeout, memory_limit=args.memory * 1024**2,
-                        sandbox=args.sandbox)
+        options = dict(source_dir=args.source, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
+                       memory_limit=args.memory * 1024**2, sandbox=args.sandbox)
+        course = Course(tmp / "course", **options)  # checks the source notebooks before any work starts
         for assignment in course.assignments:
             course.generate(assignment)
         notebooks = {a: course.notebooks(a) for a in course.assignments}
@@ -102,16 +103,15 @@ def _grade(args) -> int:
         if not expected:
             print(f"autograder: warning: no <student>/<assignment>/ folders for "
                   f"{', '.join(course.assignments)} under {submissions}", file=sys.stderr)
+        groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
 
         writer = ResultsWriter(out)
         progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
         with _kernel_environment(), progress:
-            for (student_id, assignment), group in groupby(expected, key=lambda s: (s.student_id, s.assignment)):
-                group = list(group)
-                progress.set_postfix_str(f"{student_id}/{assignment}")
-                for result in _grade_safely(course, group):
-                    writer.add(result, feedback_file(course, student_id, assignment, result.notebook))
-                progress.update(len(group))
+            for graded in grade_all(groups, tmp, max(1, min(args.jobs, len(groups))), **options):
+                for result, feedback in graded:
+                    writer.add(result, feedback)
+                progress.update(len(graded))
         writer.finish()
 
     if not args.quiet:
@@ -119,16 +119,6 @@ def _grade(args) -> int:
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"graded {len(writer.results)} notebooks ({summary or 'none'}) -> {out / 'grades.csv'}")
     return 0
-
-
-def _grade_safely(course: Course, group) -> list[NotebookResult]:
-    """One student's failure becomes that student's status; it never stops the run."""
-    try:
-        return grade_assignment(course, group)
-    except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
-        return [NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
-                               course.max_score(s.assignment, s.notebook),
-                               reason=f"grading failed: {type(err).__name__}: {err}") for s in group]
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import nbformat
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.api import Gradebook
@@ -18,6 +19,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
+from .judge import JudgeTests
 from .preprocessors import HideHiddenTests, RebuildFromSource
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
@@ -72,8 +74,10 @@ class Course:
         # cells and metadata have no effect), then run in a sandboxed kernel.
         c.RebuildFromSource.course_root = str(self.root)
         c.Autograde.sanitize_preprocessors = [RebuildFromSource, *Autograde.sanitize_preprocessors.default()]
-        c.Autograde.autograde_preprocessors = [
-            SandboxedExecute if p is Execute else p for p in Autograde.autograde_preprocessors.default()]
+        # After execution, the grader's own verdict replaces each test cell's outputs.
+        autograde = Autograde.autograde_preprocessors.default()
+        at = autograde.index(Execute)
+        c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
         c.SandboxedExecute.notebook_timeout = notebook_timeout
         if sandbox:
             c.Execute.kernel_manager_class = SandboxedKernelManager
@@ -98,6 +102,12 @@ class Course:
             raise CourseError(f"nbgrader generate_assignment failed for {assignment}:\n"
                               f"{result.get('error') or result.get('log')}")
         return self.root / "release" / assignment
+
+    def release_cells(self, assignment: str, notebook: str) -> dict:
+        """grade_id -> cell of a release notebook (after ``generate``)."""
+        release = nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
+        return {c.metadata["nbgrader"]["grade_id"]: c for c in release.cells
+                if "grade_id" in c.metadata.get("nbgrader", {})}
 
     def max_score(self, assignment: str, notebook: str) -> float:
         with Gradebook(self.db_url, COURSE_ID) as gb:

@@ -1,5 +1,6 @@
 """nbgrader-style preprocessors that the autograder adds to nbgrader's pipelines."""
 import copy
+import re
 from pathlib import Path
 
 import nbformat
@@ -60,7 +61,7 @@ class RebuildFromSource(NbGraderPreprocessor):
         known = {_grade_id(c) for c in source.cells if _grade_id(c)}
         answers, extra, anchor = {}, {}, None
         for cell in submitted.cells:
-            grade_id = _grade_id(cell) if _grade_id(cell) in known else None
+            grade_id = identify(cell, known, release_cells)
             if grade_id and grade_id not in answers and grade_id not in extra:
                 answers[grade_id] = cell
                 anchor = grade_id
@@ -79,6 +80,31 @@ class RebuildFromSource(NbGraderPreprocessor):
         rebuilt = copy.deepcopy(source)
         rebuilt.cells = cells
         return rebuilt
+
+
+def identify(cell, known: set, release_cells: dict):
+    """The grade_id of a submitted cell: its metadata's, or, for a cell whose metadata was
+    lost (an editor that drops it, a copy into a new notebook), the solution cell whose
+    functions and classes it defines."""
+    if _grade_id(cell) in known:
+        return _grade_id(cell)
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    for grade_id, released in release_cells.items():
+        if source.strip() and source.strip() == released.source.strip():
+            return grade_id  # a copy of one of the course's own cells
+    defined = _defined_names(cell)
+    for grade_id, stub in release_cells.items():
+        wanted = _defined_names(stub)
+        if wanted and stub.get("metadata", {}).get("nbgrader", {}).get("solution") and wanted <= defined:
+            return grade_id
+    return None
+
+
+def _defined_names(cell) -> set:
+    if cell.cell_type != "code":
+        return set()
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    return set(re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.M))
 
 
 def _grade_id(cell):

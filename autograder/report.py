@@ -40,14 +40,11 @@ class ResultsWriter:
         shutil.rmtree(self.staging, ignore_errors=True)
         self.staging.mkdir()
 
-    def add(self, result: NotebookResult, feedback_html: Path | None) -> None:
+    def add(self, result: NotebookResult, feedback_html: str | None) -> None:
         self.results.append(result)
         target = self.staging / result.student_id / result.assignment / f"{result.notebook}.html"
         target.parent.mkdir(parents=True, exist_ok=True)
-        if feedback_html is not None and feedback_html.is_file():
-            shutil.copyfile(feedback_html, target)
-        else:
-            target.write_text(_status_page(result), encoding="utf-8")
+        target.write_text(feedback_html or _status_page(result), encoding="utf-8")
 
     def finish(self) -> None:
         self.results.sort(key=lambda r: (r.student_id, r.assignment, r.notebook))

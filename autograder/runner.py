@@ -1,13 +1,19 @@
-"""Grade one student's assignment with nbgrader: autograde, then feedback."""
+"""Grade students' assignments with nbgrader (autograde, then feedback), in parallel workers."""
 from __future__ import annotations
 
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Iterator, Sequence
 
 import nbformat
 from nbgrader.api import Gradebook
 
 from .course import COURSE_ID, Course
-from .scoring import NotebookResult, test_results, timed_out
+from .preprocessors import identify
+from .scoring import NotebookResult, kernel_died, test_results, timed_out
 from .submissions import Submission, load_notebook
 
 
@@ -28,6 +34,7 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             continue
         try:
             notebook = load_notebook(sub.path)
+            _check_is_this_assignment(notebook, course.release_cells(assignment, sub.notebook))
         except (ValueError, OSError) as err:
             results[sub.notebook] = result("invalid", str(err))
             continue
@@ -51,8 +58,75 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
     return [results[sub.notebook] for sub in submissions]
 
 
+def _check_is_this_assignment(notebook, release_cells: dict) -> None:
+    """A notebook with none of the assignment's cells is another notebook, not an empty answer."""
+    if not any(identify(cell, set(release_cells), release_cells) for cell in notebook.cells):
+        raise ValueError("none of this assignment's cells are in the notebook: is it the notebook of "
+                         "another assignment, or a new notebook?")
+
+
 def feedback_file(course: Course, student_id: str, assignment: str, notebook: str) -> Path:
     return course.path("feedback", student_id, assignment) / f"{notebook}.html"
+
+
+Graded = list[tuple[NotebookResult, str | None]]  # each result with its feedback page, if nbgrader made one
+
+
+def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
+    """One student's assignment; whatever goes wrong becomes that student's status."""
+    try:
+        results = grade_assignment(course, list(group))
+    except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
+        results = [NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
+                                  course.max_score(s.assignment, s.notebook),
+                                  reason=f"grading failed: {type(err).__name__}: {err}") for s in group]
+    graded = []
+    for result in results:
+        page = feedback_file(course, result.student_id, result.assignment, result.notebook)
+        graded.append((result, page.read_text(encoding="utf-8") if page.is_file() else None))
+    return graded
+
+
+def grade_all(groups: Sequence[Sequence[Submission]], workdir: Path, jobs: int, **course_options) -> Iterator[Graded]:
+    """Grade every group, ``jobs`` at a time, each worker in a course of its own under ``workdir``.
+
+    Results come as they finish; the report sorts them, so the order does not matter.
+    """
+    if jobs <= 1:
+        course = _new_course(workdir / "course-0", course_options)
+        for group in groups:
+            yield grade_group(course, group)
+        return
+    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+                             initargs=(workdir, course_options)) as pool:
+        futures = {pool.submit(_grade_in_worker, list(group)): group for group in groups}
+        for future in as_completed(futures):
+            try:
+                yield future.result()
+            except Exception as err:  # noqa: BLE001 - a worker that died takes only its group down
+                group = futures[future]
+                yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0, 0.0,
+                                       reason=f"grading worker failed: {type(err).__name__}"), None) for s in group]
+
+
+def _new_course(root: Path, options: dict) -> Course:
+    course = Course(root, **options)
+    for assignment in course.assignments:
+        course.generate(assignment)
+    return course
+
+
+_worker_course: Course | None = None
+
+
+def _start_worker(workdir: Path, options: dict) -> None:
+    global _worker_course
+    warnings.filterwarnings("ignore", module="nbgrader")
+    _worker_course = _new_course(workdir / f"course-{os.getpid()}", options)
+
+
+def _grade_in_worker(group: list[Submission]) -> Graded:
+    return grade_group(_worker_course, group)
 
 
 def _read_result(course: Course, sub: Submission) -> NotebookResult:
@@ -62,8 +136,10 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
         score, max_score = float(graded.score), float(graded.max_score)
     autograded = nbformat.read(course.path("autograded", sub.student_id, sub.assignment)
                                / f"{sub.notebook}.ipynb", as_version=4)
-    status = "timeout" if timed_out(autograded) else "ok"
-    reason = "a cell ran past the time limit and was interrupted" if status == "timeout" else sub.note
+    died = kernel_died(autograded)
+    status = "error" if died else "timeout" if timed_out(autograded) else "ok"
+    reason = {"error": f"{died}; the tests that ran still count",
+              "timeout": "a cell ran past the time limit and was interrupted"}.get(status, sub.note)
     return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, score, max_score,
                           test_results(autograded, scores), reason)
 

@@ -20,11 +20,15 @@ import time
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
+from attention_checks.record import MIME
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Integer, Unicode
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
+DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
 
 
@@ -63,7 +67,7 @@ def sandbox_command(command: list[str], *, workdir: Path, ipc_dir: Path, memory_
              "--remount-ro", "/", "--chdir", str(workdir)]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": str(CHECKS_DIR.parent), "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-           "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", "ATTENTION_CHECKS_RECORD": str(workdir / ".records")}
+           "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", "ATTENTION_CHECKS_RECORD": "1"}
     for name, value in env.items():
         args += ["--setenv", name, value]
     limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]
@@ -77,7 +81,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     memory_limit = Integer(4 * 1024**3, help="address-space limit of the kernel in bytes (0: none)").tag(config=True)
     file_size_limit = Integer(64 * 1024**2, help="largest file the kernel may write, in bytes").tag(config=True)
-    process_limit = Integer(64, help="processes and threads the kernel may run").tag(config=True)
+    # RLIMIT_NPROC counts every process of the real user, so keep headroom on a busy machine.
+    process_limit = Integer(512, help="processes and threads (of the grading user) the kernel may run").tag(config=True)
     work_root = Unicode("", help="where the kernels' work folders go (default: the system temp dir)").tag(config=True)
 
     async def _async_pre_start_kernel(self, **kw):
@@ -114,28 +119,46 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class SandboxedExecute(Execute):
-    """nbgrader's Execute with a whole-notebook time limit and a cap on output size."""
+    """nbgrader's Execute with a whole-notebook time limit, a cap on output size, and a
+    kernel that dies (exit, crash, out of memory) ending the run instead of the grading."""
 
     notebook_timeout = Integer(300, help="wall-clock seconds for the whole notebook").tag(config=True)
-    max_output_bytes = Integer(1024**2, help="output kept per notebook; the rest is dropped").tag(config=True)
+    max_cell_output_bytes = Integer(1024**2, help="output kept per cell; the rest is dropped").tag(config=True)
+    max_record_bytes = Integer(64 * 1024**2, help="check records kept per notebook").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         deadline = time.monotonic() + self.notebook_timeout
-        self._output_bytes = 0
+        self._cell_bytes, self._record_bytes, self._dead = {}, 0, False
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(1, min(self.timeout, int(deadline - time.monotonic())))
         return super().preprocess(nb, resources, km=km)
 
+    def preprocess_cell(self, cell, resources, index):
+        if self._dead:
+            return cell, resources  # the cells after a dead kernel do not run: their tests get no record
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._dead = True
+            cell.outputs.append(_error("DeadKernelError", DEAD_KERNEL))
+        except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
+            cell.outputs.append(_error("CellTimeoutError", "the cell did not finish in time"))
+        return cell, resources
+
     def output(self, outs, msg, display_id, cell_index):
+        # A flood of output in one cell must not push out the records of the tests:
+        # records have a budget of their own, everything else a budget per cell.
         size = len(str(msg.get("content", "")))
-        self._output_bytes += size
-        if self._output_bytes > self.max_output_bytes:
-            if self._output_bytes - size <= self.max_output_bytes:  # say it once
-                outs.append(_stream(f"\n[output cut: more than {self.max_output_bytes} bytes]\n"))
-            return None
-        return super().output(outs, msg, display_id, cell_index)
+        if MIME in msg.get("content", {}).get("data", {}):
+            self._record_bytes += size
+            over, limit = self._record_bytes > self.max_record_bytes, self.max_record_bytes
+        else:
+            used = self._cell_bytes[cell_index] = self._cell_bytes.get(cell_index, 0) + size
+            over, limit = used > self.max_cell_output_bytes, self.max_cell_output_bytes
+            if over and used - size <= limit:  # say it once
+                outs.append(new_output("stream", name="stdout", text=f"\n[output cut: more than {limit} bytes]\n"))
+        return None if over else super().output(outs, msg, display_id, cell_index)
 
 
-def _stream(text: str):
-    from nbformat.v4 import new_output
-    return new_output("stream", name="stdout", text=text)
+def _error(ename: str, evalue: str):
+    return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])

@@ -72,8 +72,17 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
     return results
 
 
+def _executor_errors(autograded: nbformat.NotebookNode, ename: str) -> list:
+    return [output for cell in autograded.cells if cell.cell_type == "code"
+            for output in cell.outputs if output.get("ename") == ename]
+
+
 def timed_out(autograded: nbformat.NotebookNode) -> bool:
-    """Whether nbgrader interrupted a cell that ran past the time limit."""
-    return any(output.get("ename") == "CellTimeoutError"
-               for cell in autograded.cells if cell.cell_type == "code"
-               for output in cell.outputs)
+    """Whether a cell ran past the time limit and was interrupted."""
+    return bool(_executor_errors(autograded, "CellTimeoutError"))
+
+
+def kernel_died(autograded: nbformat.NotebookNode) -> str:
+    """Why the kernel died during the run ('' when it did not)."""
+    died = _executor_errors(autograded, "DeadKernelError")
+    return died[0].get("evalue", "the kernel died") if died else ""

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +12,6 @@ from autograder.course import find_assignments
 from classroom import REPO, notebook_name, secret_lines
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("book")
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    process = subprocess.run([str(jupyter_book), "build", str(REPO), "--path-output", str(out),
-                              "--warningiserror", "--keep-going"], capture_output=True, text=True, timeout=1200)
-    assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
-    return out / "_build" / "html"
 
 
 def _text(page: Path) -> str:

@@ -1,0 +1,161 @@
+"""Outcomes of a check: recorded in the student's kernel, judged by the grader.
+
+When the autograder runs a notebook it sets ``ATTENTION_CHECKS_RECORD=1``. Each check
+then also displays what the student's code returned for each case (an *outcome*) as a
+JSON output of its test cell. The grader re-runs the test cell in its own process,
+where the same check takes those outcomes instead of calling student code, and judges
+them against references computed there. So code in the student's kernel can change
+what its functions return (which is their right), but never the verdict.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import numbers
+import contextvars
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+MIME = "application/vnd.attention-checks.outcomes+json"
+MAX_ELEMENTS = 1_000_000  # per recorded tensor; a bigger one is recorded as unreadable
+
+
+@dataclass
+class Outcome:
+    """What the student's code did on one case: returned ``value``, or raised (``error``)."""
+
+    value: Any = None
+    error: str | None = None
+    not_implemented: bool = False
+
+
+def recording() -> bool:
+    return os.environ.get("ATTENTION_CHECKS_RECORD") == "1"
+
+
+def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tensor], forbidden: Sequence[str]) -> None:
+    """Display the outcomes as this cell's record (only under the autograder)."""
+    from IPython.display import display
+
+    payload = {
+        "check": check,
+        "forbidden": list(forbidden),
+        "outcomes": [_encode_outcome(o, like) for o, like in zip(outcomes, likes)],
+    }
+    display({MIME: payload}, raw=True)
+
+
+# --------------------------------------------------------------------------
+# encoding: tensors keep dtype and shape (values as float64, exact for real dtypes),
+# and whether they were on the input's device; other objects keep their type's name
+
+
+def _encode_outcome(outcome: Outcome, like: torch.Tensor) -> dict:
+    if outcome.error is not None:
+        return {"error": outcome.error, "not_implemented": outcome.not_implemented}
+    return {"value": _encode(outcome.value, like), "device": str(like.device)}
+
+
+def _encode(value: Any, like: torch.Tensor) -> Any:
+    if isinstance(value, torch.Tensor):
+        if value.is_complex() or value.numel() > MAX_ELEMENTS or value.device.type == "meta":
+            return {"object": f"{type(value).__name__} that cannot be recorded"}
+        data = value.detach().to("cpu", torch.float64).contiguous().numpy().tobytes()
+        return {"tensor": {"dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                           "device": str(value.device), "data": base64.b64encode(data).decode()}}
+    if isinstance(value, (tuple, list)):
+        return {"sequence": [_encode(v, like) for v in value], "kind": type(value).__name__}
+    if isinstance(value, bool) or value is None:
+        return {"plain": value}
+    if isinstance(value, str):
+        return {"plain": value} if len(value) < 10_000 else {"object": "str"}
+    if isinstance(value, numbers.Integral):  # int and numpy integers
+        return {"plain": int(value)}
+    if isinstance(value, numbers.Real):  # float and numpy floats; repr keeps nan and inf, which JSON cannot
+        return {"float": repr(float(value))}
+    return {"object": type(value).__name__}
+
+
+def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
+    """(outcome, the device the inputs were on); a malformed record decodes as an error."""
+    try:
+        if "error" in data:
+            return Outcome(error=str(data["error"]), not_implemented=bool(data.get("not_implemented"))), None
+        return Outcome(_decode(data["value"])), str(data["device"])
+    except Exception:  # noqa: BLE001 - anything malformed that came out of the kernel
+        return Outcome(error="the recorded result could not be read"), None
+
+
+class _Unreadable:
+    """Stands for an object the student returned that was not recorded (its type's name)."""
+
+
+def _decode(data: Any) -> Any:
+    if "tensor" in data:
+        t = data["tensor"]
+        dtype = getattr(torch, t["dtype"])
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(t["dtype"])
+        shape = [int(n) for n in t["shape"]]
+        raw = base64.b64decode(t["data"])
+        values = torch.frombuffer(bytearray(raw), dtype=torch.float64) if raw else torch.zeros(0, dtype=torch.float64)
+        tensor = values.reshape(shape).to(dtype)
+        tensor._recorded_device = str(t["device"])
+        return tensor
+    if "sequence" in data:
+        items = [_decode(v) for v in data["sequence"]]
+        return tuple(items) if data.get("kind") == "tuple" else items
+    if "plain" in data:
+        if not isinstance(data["plain"], (bool, int, str, type(None))):
+            raise ValueError("not a plain value")
+        return data["plain"]
+    if "float" in data:
+        return float(data["float"])
+    name = str(data["object"])
+    return type(name if name.isidentifier() else "object", (_Unreadable,), {})()
+
+
+def device_name(tensor: torch.Tensor) -> str:
+    """The device a tensor was on where the student's code ran."""
+    return getattr(tensor, "_recorded_device", None) or str(tensor.device)
+
+
+# --------------------------------------------------------------------------
+# replay: the grader's side
+
+
+class Replay:
+    """The records of one test cell, and the grader's own scan for forbidden calls.
+
+    ``forbidden_uses(student_object, names)`` returns the names among ``names`` that
+    the student's code uses (the grader reads the source; see autograder.judge).
+    """
+
+    def __init__(self, records: Sequence[dict], forbidden_uses: Callable[[Any, Sequence[str]], list[str]]):
+        self.records = list(records)
+        self.forbidden_uses = forbidden_uses
+
+    def take(self, check: str) -> dict | None:
+        for i, record in enumerate(self.records):
+            if isinstance(record, dict) and record.get("check") == check:
+                return self.records.pop(i)
+        return None
+
+
+_current: contextvars.ContextVar[Replay | None] = contextvars.ContextVar("attention_checks_replay", default=None)
+
+
+def current_replay() -> Replay | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def replaying(replay: Replay):
+    token = _current.set(replay)
+    try:
+        yield replay
+    finally:
+        _current.reset(token)

@@ -1,0 +1,121 @@
+"""Benchmark: grade a synthetic class with `python -m autograder grade` and, in the same
+run, a subset with plain `nbgrader autograde` (one student per process); print
+throughput, the median time per notebook, their ratio and peak memory, and check that
+both give the same scores.
+
+    .venv/bin/python benchmarks/grade_class.py --students 12 --plain 4
+
+The class mixes, per assignment, correct notebooks, realistic bugs (from
+tests/corpus/), untouched stubs and broken files. Plain nbgrader runs with the same
+source notebooks; it gets only the notebooks it can grade (no broken files).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from classroom import Results, load_corpus, make_submission  # noqa: E402
+
+from autograder.course import find_assignments  # noqa: E402
+
+KINDS = ["correct", "buggy", "stub", "broken"]
+
+
+def build_class(root: Path, students: int) -> dict[tuple[str, str], str]:
+    """Write the class; returns (student, assignment) -> kind."""
+    kinds = {}
+    for assignment in find_assignments(REPO / "solutions"):
+        bugs = [e for e in load_corpus(assignment) if e.expect == "partial"]
+        for i in range(students):
+            student, kind = f"student{i:04d}", KINDS[i % len(KINDS)]
+            if kind == "correct":
+                make_submission(root, student, assignment)
+            elif kind == "buggy":
+                make_submission(root, student, assignment, bugs[i % len(bugs)].cells)
+            elif kind == "stub":
+                make_submission(root, student, assignment, answer_all=False)
+            else:
+                make_submission(root, student, assignment).write_text('{"cells": [')
+            kinds[(student, assignment)] = kind
+    return kinds
+
+
+def grade_ours(root: Path, out: Path, jobs: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "autograder", "grade", str(root), "--out", str(out), "--quiet",
+                    "--jobs", str(jobs)], check=True)
+    return time.perf_counter() - start
+
+
+def grade_plain(root: Path, pairs: list[tuple[str, str]], course: Path) -> tuple[list[float], dict]:
+    """Plain nbgrader, as its documentation runs it: one `nbgrader autograde` per student and assignment."""
+    nbgrader = Path(sys.executable).with_name("nbgrader")
+    (course / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "bench"\n')
+    shutil.copytree(REPO / "solutions", course / "source")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for assignment in sorted({a for _, a in pairs}):
+        subprocess.run([str(nbgrader), "generate_assignment", assignment, "--force"], cwd=course, env=env,
+                       check=True, capture_output=True)
+    times = []
+    for student, assignment in pairs:
+        target = course / "submitted" / student / assignment
+        shutil.copytree(root / student / assignment, target)
+        start = time.perf_counter()
+        subprocess.run([str(nbgrader), "autograde", assignment, "--student", student, "--force"], cwd=course,
+                       env=env, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "bench") as gb:
+        scores = {(s, a): gb.find_submission(a, s).score for s, a in pairs}
+    return times, scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=12)
+    parser.add_argument("--plain", type=int, default=4, help="students graded with plain nbgrader too")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        tmp = Path(tmp)
+        kinds = build_class(tmp / "class", args.students)
+        notebooks = len(kinds)
+        ours = grade_ours(tmp / "class", tmp / "results", args.jobs)
+        peak_ours = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        results = Results.read(tmp / "results")
+
+        plain_students = {f"student{i:04d}" for i in range(args.plain)}
+        pairs = sorted(p for p, kind in kinds.items() if p[0] in plain_students and kind != "broken")
+        times, plain_scores = grade_plain(tmp / "class", pairs, tmp / "plain")
+
+    ours_rate, plain_rate = notebooks / ours, 1 / statistics.median(times)
+    mismatches = [(p, plain_scores[p], results.grades[p]["score"]) for p in pairs
+                  if round(plain_scores[p], 2) != round(float(results.grades[p]["score"]), 2)]
+    print(f"class: {args.students} students x {notebooks // args.students} assignments = {notebooks} notebooks "
+          f"({', '.join(f'{k}: {list(kinds.values()).count(k)}' for k in KINDS)}); {os.cpu_count()} cores")
+    print(f"autograder  --jobs {args.jobs}: {ours:8.1f} s   {ours_rate:6.2f} notebooks/s   "
+          f"{ours / notebooks:6.2f} s per notebook (wall / notebooks)   peak RSS {peak_ours:,.0f} MiB")
+    print(f"plain nbgrader (1 process each): {len(times)} notebooks, median {statistics.median(times):6.2f} s, "
+          f"{plain_rate:6.2f} notebooks/s")
+    print(f"throughput ratio (autograder / plain): {ours_rate / plain_rate:.2f}x")
+    print(f"1,000 students x 6 assignments at this rate: {6000 / ours_rate / 60:.0f} min")
+    print(f"scores identical on the {len(pairs)} notebooks both graded: {'yes' if not mismatches else 'NO'}")
+    for pair, plain, mine in mismatches:
+        print(f"  {pair}: plain nbgrader {plain}, autograder {mine}")
+    sys.exit(1 if mismatches else 0)
+
+
+if __name__ == "__main__":
+    main()

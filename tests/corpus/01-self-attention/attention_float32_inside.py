@@ -1,0 +1,8 @@
+# Computes in float32 whatever the input: float64 inputs get float32 outputs.
+# expect: partial
+# hint: expected float64 (the input's)
+# %% cell: simple_self_attention
+def simple_self_attention(x):
+    x = x.float()
+    weights = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.size(-1)), dim=-1)
+    return weights @ x, weights

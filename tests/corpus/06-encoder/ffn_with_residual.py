@@ -1,0 +1,13 @@
+# Adds the residual connection inside the feed-forward network.
+# expect: partial
+# hint: belong to the encoder layer
+# %% cell: feed_forward
+class FeedForward(nn.Module):
+    def __init__(self, d_model, dim_feedforward, dropout=0.1):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+
+    def forward(self, x):
+        return x + self.linear2(self.dropout(torch.relu(self.linear1(x))))

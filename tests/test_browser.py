@@ -1,0 +1,341 @@
+"""The built site in a real browser with no network: headless Chromium over the DevTools protocol.
+
+Every page of the table of contents is served from 127.0.0.1 and must load nothing
+from anywhere else (host names do not even resolve in this browser), fail no request,
+throw no JavaScript error, typeset all its math with the site's own MathJax (no raw
+`$$` left) and load every image. Chapters must have math and figures; the sliders of
+chapter 02 must move their plots; exercise pages must open their notebook in Colab.
+A screenshot of each page goes to test-artifacts/browser/.
+
+Needs Chromium (Debian: apt-get install chromium, which `make setup` does as root):
+without it these tests skip, except when CI is set, where they fail.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import json
+import os
+import re
+import shutil
+import threading
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from headless import Chromium, Page, find_chromium
+from site_build import REPO
+
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
+TOC = yaml.safe_load((REPO / "_toc.yml").read_text())
+
+
+def _toc_files(entries: list) -> list[str]:
+    files = []
+    for entry in entries:
+        files += [entry["file"]] if "file" in entry else []
+        files += _toc_files(entry.get("chapters", []) + entry.get("sections", []))
+    return files
+
+
+PAGES = [TOC["root"]] + _toc_files(TOC.get("parts", []) + TOC.get("chapters", []))
+CHAPTERS = [p for p in PAGES if re.fullmatch(r"book/\d\d-[^/]+", p)]
+EXERCISES = [p for p in PAGES if p.startswith("exercises/")]
+SLIDER_PAGE = "book/02-softmax-scaling"
+
+
+# -- browser and server --------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory) -> Iterator[Chromium]:
+    executable = find_chromium()
+    if executable is None:
+        message = "headless Chromium not found (Debian: apt-get install chromium, or set CHROMIUM=/path/to/it)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; CI must have it: `make setup` installs it as root", pytrace=False)
+        pytest.skip(message)
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    with Chromium(executable, tmp_path_factory.mktemp("chromium-profile"), ARTIFACTS / "chromium.log") as browser:
+        yield browser
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve a folder on 127.0.0.1 (a free port) from a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, name="site-server", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def site_url(site, chromium) -> Iterator[str]:  # noqa: F811 - `site` is the imported fixture
+    # Depends on `chromium` so that the browser is started before the server's thread.
+    with serve(site) as url:
+        yield url
+
+
+@contextmanager
+def opened(browser: Chromium, url: str) -> Iterator[Page]:
+    page = browser.new_page()
+    try:
+        page.goto(url)
+        settle(page)
+        yield page
+    finally:
+        page.close()
+
+
+def settle(page: Page, timeout: float = 30) -> None:
+    """Wait for MathJax's first typesetting, every image, web fonts and ipywidgets."""
+    page.evaluate("""(async () => {
+        if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+        await Promise.all([...document.images].map(img => {
+            img.loading = "eager";
+            return img.decode().catch(() => null);
+        }));
+        await document.fonts.ready;
+        const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+        const shown = () => views.every(v => {
+            const area = v.previousElementSibling;
+            return area && area.classList.contains("widget-subarea") && area.childElementCount > 0;
+        });
+        for (let i = 0; i < 100 && !shown(); i++) await new Promise(r => setTimeout(r, 100));
+        await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+        return true;
+    })()""", timeout=timeout)
+
+
+def artifact(name: str) -> Path:
+    return ARTIFACTS / (name.replace("/", "__") + ".png")
+
+
+# -- what a page must show -------------------------------------------------------------------------
+PAGE_REPORT = """(() => {
+    const math = [...document.querySelectorAll(".math")];
+    const body = document.body.cloneNode(true);
+    body.querySelectorAll("pre, code, script, style, textarea, mjx-container, .highlight").forEach(e => e.remove());
+    const text = body.textContent;
+    const raw = ["$$", "\\\\(", "\\\\[", "\\\\begin{"].flatMap(d => {
+        const at = text.indexOf(d);
+        return at < 0 ? [] : [JSON.stringify(text.slice(Math.max(0, at - 40), at + 60))];
+    });
+    const views = [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')];
+    return {
+        mathjax: window.MathJax && MathJax.version || null,
+        math: math.length,
+        typeset: document.querySelectorAll(".math mjx-container, mjx-container").length,
+        untypeset: math.filter(m => !m.querySelector("mjx-container")).map(m => m.textContent.slice(0, 80)),
+        tex_errors: [...document.querySelectorAll("mjx-merror")].map(e => e.getAttribute("data-mjx-error") || e.textContent),
+        raw_tex: raw,
+        images: [...document.images].map(i => ({src: i.getAttribute("src"), width: i.naturalWidth, ok: i.complete && i.naturalWidth > 0})),
+        content_images: document.querySelectorAll("article img").length,
+        widgets: views.length,
+        widgets_shown: views.filter(v => v.previousElementSibling && v.previousElementSibling.childElementCount > 0).length,
+    };
+})()"""
+
+
+def remote_requests(page: Page, base: str) -> list[str]:
+    """Requests to anything but the local server (data:, blob: and about: URLs load nothing)."""
+    return [u for u in page.requests
+            if urlsplit(u).scheme in {"http", "https", "ws", "wss", "ftp"} and not u.startswith(base)]
+
+
+@pytest.mark.parametrize("page_name", PAGES)
+def test_page_renders_offline(chromium, site_url, page_name):
+    with opened(chromium, site_url + page_name + ".html") as page:
+        page.screenshot(artifact(page_name))
+        report = page.evaluate(PAGE_REPORT)
+        problems = []
+        if remote := remote_requests(page, site_url):
+            problems.append(f"loads from the network: {remote}")
+        # Chromium asks every site for /favicon.ico; the book has none.
+        if failed := [f for f in page.failures if not f.endswith("/favicon.ico")]:
+            problems.append(f"failed requests: {failed}")
+        if uncaught := [e for e in page.errors if e.startswith("uncaught")]:
+            problems.append(f"JavaScript errors: {uncaught}")
+        if report["math"] and not report["mathjax"]:
+            problems.append("the page has math but MathJax did not load")
+        if report["untypeset"]:
+            problems.append(f"{len(report['untypeset'])} math elements not typeset, e.g. {report['untypeset'][:3]}")
+        if report["tex_errors"]:
+            problems.append(f"TeX errors: {report['tex_errors'][:5]}")
+        if report["raw_tex"]:
+            problems.append(f"raw TeX delimiters in the text: {report['raw_tex']}")
+        if broken := [i["src"] for i in report["images"] if not i["ok"]]:
+            problems.append(f"images that did not load: {broken}")
+        if report["widgets_shown"] < report["widgets"]:
+            problems.append(f"{report['widgets'] - report['widgets_shown']} of {report['widgets']} widgets not shown")
+        if page_name in CHAPTERS:
+            if not report["typeset"]:
+                problems.append("a chapter without typeset math (no MathJax output elements)")
+            if not report["content_images"]:
+                problems.append("a chapter without figures")
+        if problems:
+            pytest.fail(f"{page_name} (screenshot {artifact(page_name)}):\n  " + "\n  ".join(problems), pytrace=False)
+
+
+# -- Colab ---------------------------------------------------------------------------------------
+def colab_url(notebook: str) -> str:
+    repo = CONFIG["repository"]["url"].removeprefix("https://github.com/").strip("/")
+    return (f"{CONFIG['launch_buttons']['colab_url'].rstrip('/')}/github/{repo}/blob/"
+            f"{CONFIG['repository']['branch']}/{notebook}")
+
+
+@pytest.mark.skipif(not EXERCISES, reason="no exercise page in _toc.yml yet")
+@pytest.mark.parametrize("page_name", EXERCISES)
+def test_exercise_page_opens_its_notebook_in_colab(chromium, site_url, page_name):
+    notebook = f"{page_name}.ipynb"
+    assert (REPO / notebook).is_file(), f"{notebook}: the Colab link would point at a missing notebook"
+    with opened(chromium, site_url + page_name + ".html") as page:
+        links = page.evaluate("""[...document.querySelectorAll('a[href*="colab.research.google.com"]')]
+            .map(a => ({href: a.href, launch: !!a.closest(".dropdown-launch-buttons")}))""")
+    assert links == [{"href": colab_url(notebook), "launch": True}], links
+    assert re.fullmatch(r"https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w./-]+"
+                        r"/exercises/[\w.-]+/[\w.-]+\.ipynb", links[0]["href"]), links[0]["href"]
+
+
+@pytest.mark.parametrize("page_name", [p for p in PAGES if not p.startswith("exercises/")])
+def test_no_launch_buttons_on_markdown_pages(site, page_name):  # noqa: F811
+    # Colab, Binder, ... cannot open the MyST Markdown chapters: no rocket menu there.
+    source = (site / f"{page_name}.html").read_text()
+    assert "dropdown-launch-buttons" not in source
+    assert not re.search(r"colab\.research\.google\.com/[^\"]*\.md\b", source)
+
+
+def test_no_cdn_in_the_built_site(site):  # noqa: F811
+    """No page loads a script, stylesheet, font, image or frame from another host, nor names
+    a CDN in an inline script (links to other sites are fine). The browser test above checks
+    what pages actually request; the vendored MathJax and widget manager keep CDN URLs only
+    as fallbacks that these pages never use."""
+    tag = re.compile(r"<(script|link|img|iframe|source|embed|object)\b([^>]*)>", re.I)
+    remote = re.compile(r"\b(?:src|href|data)=\"((?:https?:)?//[^\"]+)\"", re.I)
+    inline = re.compile(r"<script\b[^>]*>(.*?)</script>", re.I | re.S)
+    cdn = re.compile(r"cdn\.jsdelivr|cdnjs|unpkg\.com|polyfill\.io|googleapis|THEBE_JS_URL")
+    offenders = {}
+    for path in site.rglob("*.html"):
+        text = path.read_text(errors="replace")
+        found = [f"<{name} {url}>" for name, attrs in tag.findall(text) for url in remote.findall(attrs)
+                 if not (name.lower() == "link" and re.search(r"rel=\"(?:canonical|alternate)\"", attrs))]
+        found += [f"inline script naming {m.group(0)}" for body in inline.findall(text) for m in cdn.finditer(body)]
+        if found:
+            offenders[str(path.relative_to(site))] = found
+    assert not offenders, offenders
+    for asset in ("mathjax/tex-mml-chtml.js", "requirejs/require.js", "jupyter-widgets/embed-amd.js"):
+        assert (site / "_static" / asset).is_file(), asset
+
+
+# -- sliders ------------------------------------------------------------------------------------
+SLIDER_SETUP = """((i) => {
+    const slider = document.querySelectorAll("input.course-slider")[i];
+    let box = slider;
+    while (box && !box.querySelector(".course-slider-plot")) box = box.parentElement;
+    const plot = box && box.querySelector(".course-slider-plot");
+    if (!plot) return null;
+    plot.scrollIntoView({block: "center"});
+    slider.focus();
+    return {type: slider.type, min: slider.min, max: slider.max, value: slider.value,
+            focused: document.activeElement === slider};
+})"""
+
+PLOT_BOX = """(async (i) => {
+    const slider = document.querySelectorAll("input.course-slider")[i];
+    let box = slider;
+    while (!box.querySelector(".course-slider-plot")) box = box.parentElement;
+    const plot = box.querySelector(".course-slider-plot");
+    await Promise.all([...plot.querySelectorAll("img"), ...(plot.tagName === "IMG" ? [plot] : [])]
+        .map(img => img.decode().catch(() => null)));
+    await new Promise(r => setTimeout(r, 150));
+    await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const r = plot.getBoundingClientRect();
+    return {value: slider.value, x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height};
+})"""
+
+
+def check_sliders(page: Page, name: str) -> int:
+    """Move each input.course-slider to both ends with the keyboard; its .course-slider-plot must change.
+
+    The plot is the .course-slider-plot in the smallest element around the slider that
+    has one. Screenshots of the plot at both ends go to test-artifacts/browser/.
+    Returns the number of sliders.
+    """
+    count = page.evaluate('document.querySelectorAll("input.course-slider").length')
+    assert count, f"{name}: no input.course-slider"
+    for i in range(count):
+        setup = page.evaluate(f"{SLIDER_SETUP}({i})")
+        assert setup, f"{name}: slider {i} has no .course-slider-plot around it"
+        assert setup["type"] == "range", f"{name}: slider {i} is an <input type={setup['type']}>"
+        assert setup["focused"], f"{name}: slider {i} cannot take the keyboard focus"
+        shots = {}
+        for key, code in (("Home", 36), ("End", 35)):
+            page.press(key, code)
+            box = page.evaluate(f"{PLOT_BOX}({i})")
+            assert box["width"] > 0 and box["height"] > 0, f"{name}: slider {i}: its plot is not visible"
+            clip = {k: box[k] for k in ("x", "y", "width", "height")}
+            # Hide the slider itself, in case the plot's box contains it: only the plot counts.
+            page.evaluate(f'document.querySelectorAll("input.course-slider")[{i}].style.visibility = "hidden"')
+            shots[key] = (box["value"], page.screenshot(artifact(f"{name}--slider{i}-{key.lower()}"), clip=clip))
+            page.evaluate(f'document.querySelectorAll("input.course-slider")[{i}].style.visibility = ""')
+            page.evaluate(f'document.querySelectorAll("input.course-slider")[{i}].focus()')
+        (low, low_png), (high, high_png) = shots["Home"], shots["End"]
+        assert low != high, f"{name}: slider {i} does not move with the Home/End keys (value {low})"
+        assert low_png != high_png, (f"{name}: slider {i} moved from {low} to {high} but its plot did not change "
+                                     f"(see {artifact(f'{name}--slider{i}-home')})")
+    return count
+
+
+def _frame(height: int, color: str) -> str:
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="240" height="120">'
+           f'<rect width="240" height="120" fill="white"/>'
+           f'<rect x="100" y="{120 - height}" width="40" height="{height}" fill="{color}"/></svg>')
+    return "data:image/svg+xml," + svg.replace("#", "%23").replace('"', "'")
+
+
+def _slider_fixture(wired: bool) -> str:
+    frames = [_frame(20 + 20 * k, c) for k, c in enumerate(["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"])]
+    script = f"""<script>
+      const frames = {json.dumps(frames)};
+      document.querySelectorAll("input.course-slider").forEach(s => s.addEventListener("input", () => {{
+        s.closest("figure").querySelector(".course-slider-plot").src = frames[s.value];
+      }}));
+    </script>""" if wired else ""
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>slider fixture</title></head><body>
+      <p>A static slider: precomputed frames, one shown at a time.</p>
+      <figure><img class="course-slider-plot" alt="plot" src="{html.escape(frames[2])}">
+        <label>temperature <input class="course-slider" type="range" min="0" max="4" step="1" value="2"></label>
+      </figure>{script}</body></html>"""
+
+
+def test_slider_check_on_fixture_pages(chromium, tmp_path):
+    """The slider check passes a slider that swaps its plot, and catches one that does not."""
+    (tmp_path / "wired.html").write_text(_slider_fixture(wired=True))
+    (tmp_path / "unwired.html").write_text(_slider_fixture(wired=False))
+    with serve(tmp_path) as url:
+        with opened(chromium, url + "wired.html") as page:
+            assert check_sliders(page, "fixtures/wired") == 1
+        with opened(chromium, url + "unwired.html") as page:
+            with pytest.raises(AssertionError, match="plot did not change"):
+                check_sliders(page, "fixtures/unwired")
+
+
+@pytest.mark.skipif(SLIDER_PAGE not in PAGES, reason=f"{SLIDER_PAGE} is not in _toc.yml yet")
+def test_softmax_scaling_sliders_move_their_plots(chromium, site_url):
+    with opened(chromium, site_url + SLIDER_PAGE + ".html") as page:
+        check_sliders(page, SLIDER_PAGE)

@@ -1,0 +1,762 @@
+"""Fast in-process tests of attention_checks.encoder, driven by the 06-encoder source notebook.
+
+As in test_attention_checks.py (whose helpers this file imports), the notebook's own cells run
+here, and each test cell is scored with nbgrader's `determine_grade` on the outputs a kernel
+would record.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import io
+import math
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from test_attention_checks import _corpus, _python, _tf32, run_test_cell  # noqa: E402
+
+from attention_checks import CheckFailed  # noqa: E402
+from attention_checks import encoder as enc  # noqa: E402
+from attention_checks.encoder import (  # noqa: E402
+    check_encoder,
+    check_encoder_layer,
+    check_feed_forward,
+    check_layer_norm,
+    check_positional_encoding,
+)
+
+NOTEBOOK = ROOT / "solutions" / "06-encoder" / "encoder.ipynb"
+CORPUS = ROOT / "tests" / "corpus" / "06-encoder"
+CPU = torch.device("cpu")
+CHECKS = {  # solution cell -> (check function, the student object it checks)
+    "layer_norm": ("check_layer_norm", "LayerNorm"),
+    "positional_encoding": ("check_positional_encoding", "positional_encoding"),
+    "feed_forward": ("check_feed_forward", "FeedForward"),
+    "encoder_layer": ("check_encoder_layer", "EncoderLayer"),
+    "encoder": ("check_encoder", "Encoder"),
+}
+
+
+# --------------------------------------------------------------------------
+# the notebook, cell by cell
+
+
+def _nbgrader(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+NB = nbformat.read(NOTEBOOK, as_version=4)
+CELLS = {_nbgrader(c)["grade_id"]: c for c in NB.cells}
+SOLUTIONS = {gid: c.source for gid, c in CELLS.items() if _nbgrader(c).get("solution")}
+TESTS = {gid: c for gid, c in CELLS.items() if _nbgrader(c).get("grade")}
+MAX_SCORE = sum(float(_nbgrader(c)["points"]) for c in TESTS.values())
+
+
+def student(answers: dict[str, str] | None = None) -> dict:
+    """The namespace of a kernel that ran the setup cell and the solution cells,
+    each solution cell replaced by answers[grade_id] when given."""
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(_python(CELLS["setup"].source), "<setup>", "exec"), namespace)
+        for gid, source in SOLUTIONS.items():
+            exec(compile((answers or {}).get(gid, source), f"<{gid}>", "exec"), namespace)
+    return namespace
+
+
+def grade_all(answers: dict[str, str] | None = None, namespace: dict | None = None) -> dict[str, tuple[float, str]]:
+    namespace = namespace if namespace is not None else student(answers)
+    return {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items()}
+
+
+REFERENCE = student()
+
+
+def _item(test_gid: str) -> str:
+    """The solution cell a test cell grades."""
+    (item,) = [gid for gid, (check, _) in CHECKS.items() if f"{check}(" in TESTS[test_gid].source]
+    return item
+
+
+# --------------------------------------------------------------------------
+# the notebook's structure
+
+
+def test_notebook_layout():
+    assert NB.metadata.kernelspec.name == "python3"
+    assert len(CELLS) == len(NB.cells), "grade_ids must be unique"
+    assert set(SOLUTIONS) == set(CHECKS)
+    for gid, source in SOLUTIONS.items():
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
+    for cell in NB.cells:
+        meta = _nbgrader(cell)
+        assert meta["schema_version"] == 3 and meta["locked"] == (not meta["solution"]), meta["grade_id"]
+        assert cell.get("id") == meta["grade_id"].replace("_", "-")
+    for item in CHECKS:  # every item has visible and hidden tests
+        tests = [gid for gid in TESTS if _item(gid) == item]
+        hidden = [gid for gid in tests if "### BEGIN HIDDEN TESTS" in TESTS[gid].source]
+        assert hidden and len(hidden) < len(tests), item
+    for gid, cell in TESTS.items():
+        meta = _nbgrader(cell)
+        assert meta["locked"] and not meta["solution"]
+        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
+        assert not cell.source.rstrip().endswith(";"), gid
+        if "### BEGIN HIDDEN TESTS" in cell.source:
+            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+    assert MAX_SCORE == 15
+
+
+@pytest.mark.parametrize("gid", sorted(TESTS))
+def test_test_cells_hold_only_literal_cases_and_one_check(gid):
+    """A comment, optionally a name bound to a literal list of case dicts, and one check call of
+    the student's object as the last expression, using no other name of the notebook."""
+    cell = TESTS[gid]
+    item = _item(gid)
+    check, obj = CHECKS[item]
+    tree = ast.parse(cell.source)
+    *assignments, last = tree.body
+    bound = set()
+    for statement in assignments:
+        assert isinstance(statement, ast.Assign) and len(statement.targets) == 1, gid
+        assert isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.List), gid
+        bound.add(statement.targets[0].id)
+    assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call), gid
+    call = last.value
+    assert isinstance(call.func, ast.Name) and call.func.id == check
+    assert [a.id for a in call.args if isinstance(a, ast.Name)] == [obj] and len(call.args) == 1
+    assert {k.arg for k in call.keywords} == {"points", "cases"}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert names <= {check, obj, "dict"} | bound, names
+    for node in ast.walk(tree):  # every case is dict(key=literal, ...)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+            assert not node.args
+            for keyword in node.keywords:
+                ast.literal_eval(keyword.value)
+
+
+def test_setup_cell_has_the_course_bootstrap():
+    qkv = nbformat.read(ROOT / "solutions" / "03-qkv" / "qkv.ipynb", as_version=4)
+    theirs = next(c.source for c in qkv.cells if _nbgrader(c)["grade_id"] == "setup")
+    ours = CELLS["setup"].source
+    for line in theirs.splitlines():
+        if "%pip" in line or "parents" in line or "invalidate_caches" in line or "pick_device" in line:
+            assert line in ours, line
+    assert "from attention_checks.encoder import" in ours
+
+
+def test_visible_text_shows_no_solution_or_hidden_line():
+    """The instructions and visible tests reach every student (and every feedback page)."""
+    from classroom import secret_lines
+
+    visible = "\n".join(c.source for c in NB.cells if c.cell_type == "markdown"
+                        or (_nbgrader(c)["grade_id"] in TESTS and "HIDDEN" not in c.source))
+    assert not [line for line in secret_lines("06-encoder") if line in visible]
+
+
+def test_reference_solution_gets_full_marks():
+    for gid, (points, message) in grade_all(namespace=REFERENCE).items():
+        assert points == float(_nbgrader(TESTS[gid])["points"]), (gid, message)
+        assert message.startswith("✓"), message
+
+
+def test_stub_gets_zero_in_every_test_cell():
+    stubs = {
+        gid: re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "raise NotImplementedError()", source, flags=re.S)
+        for gid, source in SOLUTIONS.items()
+    }
+    for gid, (points, message) in grade_all(stubs).items():
+        assert points == 0, gid
+        assert "not implemented" in message.lower(), message
+
+
+# --------------------------------------------------------------------------
+# the corpus of simulated students
+
+CORPUS_FILES = sorted(CORPUS.glob("*.py"))
+
+
+def test_corpus_covers_every_item():
+    for item in CHECKS:
+        entries = [_corpus(p) for p in CORPUS_FILES if set(_corpus(p)[2]) == {item}]
+        full = [e for e in entries if e[0] == "full"]
+        partial = [e for e in entries if e[0] == "partial" and e[1]]
+        assert len(full) >= 2 and len(partial) >= 4, item
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem)
+def test_corpus_student(path):
+    """Only the test cells of the items a student changes are run: the items are independent
+    (the Encoder check hands over its own layer), and the reference gets full marks on the others
+    (test_reference_solution_gets_full_marks; tests/test_grading.py grades the whole notebook)."""
+    expect, hint, cells = _corpus(path)
+    assert set(cells) <= set(SOLUTIONS)
+    namespace = student(cells)
+    results = {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items() if _item(gid) in cells}
+    untouched = sum(float(_nbgrader(cell)["points"]) for gid, cell in TESTS.items() if gid not in results)
+    total = untouched + sum(points for points, _ in results.values())
+    messages = "\n".join(message for _, message in results.values())
+    if expect == "full":
+        assert total == MAX_SCORE, messages
+    else:
+        assert 0 < total < MAX_SCORE, messages
+        if hint:
+            assert hint.lower() in messages.lower(), messages
+
+
+# --------------------------------------------------------------------------
+# reports of a check
+
+
+def _report(check, obj, cases, points: float = 1) -> tuple[float, str]:
+    """(points, what the check printed or raised)."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            score = check(obj, points=points, cases=cases, device=CPU)
+        except CheckFailed as failed:
+            return 0.0, str(failed)
+    return (points if score is None else float(score)), out.getvalue()
+
+
+LAYER_CASES = [dict(), dict(src_mask="causal"), dict(padding=True), dict(src_mask="random", padding=True)]
+
+
+# --------------------------------------------------------------------------
+# forbidden APIs
+
+
+def _layer_norm_calling(how: str):
+    ln_cls = REFERENCE["LayerNorm"]
+
+    class Cheat(ln_cls):
+        def forward(self, x):
+            args = (x, self.normalized_shape, self.weight, self.bias, self.eps)
+            if how == "F":
+                return F.layer_norm(*args)
+            if how == "torch":
+                return torch.layer_norm(*args)
+            if how == "aten":
+                return torch.ops.aten.native_layer_norm.default(*args)[0]
+            if how == "swallowed":
+                try:
+                    F.layer_norm(*args)
+                    raise RuntimeError("hide it")
+                except RuntimeError:
+                    return super().forward(x)
+            if how == "module":
+                return nn.LayerNorm(self.normalized_shape, self.eps).to(x)(x) * self.weight + self.bias
+            raise AssertionError(how)
+
+    return Cheat
+
+
+@pytest.mark.parametrize("how", ["F", "torch", "aten", "swallowed", "module"])
+def test_layer_norm_from_pytorch_earns_nothing(how):
+    points, report = _report(check_layer_norm, _layer_norm_calling(how), [dict(), dict(init=True)])
+    assert points == 0 and "earns no points" in report and "LayerNorm calls" in report, report
+
+
+def _encoder_layer_using(how: str):
+    layer_cls = REFERENCE["EncoderLayer"]
+    if how == "subclass":
+        class Cheat(nn.TransformerEncoderLayer):
+            def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
+                super().__init__(d_model, nhead, dim_feedforward, dropout, batch_first=True)
+
+            def forward(self, src, src_mask=None, src_key_padding_mask=None):
+                return super().forward(src, src_mask, src_key_padding_mask)
+        return Cheat
+
+    class Cheat(layer_cls):  # noqa: F811
+        def forward(self, src, src_mask=None, src_key_padding_mask=None):
+            if how == "fused":  # PyTorch's fused kernel, called directly
+                torch._transformer_encoder_layer_fwd(
+                    src, src.shape[-1], self.self_attn.num_heads, self.self_attn.in_proj_weight,
+                    self.self_attn.in_proj_bias, self.self_attn.out_proj.weight, self.self_attn.out_proj.bias,
+                    False, False, 1e-5, self.norm1.weight, self.norm1.bias, self.norm2.weight, self.norm2.bias,
+                    self.linear1.weight, self.linear1.bias, self.linear2.weight, self.linear2.bias, None, None)
+                return super().forward(src, src_mask, src_key_padding_mask)
+            if how == "built in forward":
+                twin = nn.TransformerEncoderLayer(src.shape[-1], self.self_attn.num_heads, self.linear1.out_features,
+                                                  0.0, batch_first=True).to(src)
+                twin.load_state_dict(self.state_dict())
+                return twin.eval()(src, src_mask, src_key_padding_mask)
+            if how == "unused submodule":
+                self.spare = nn.TransformerEncoderLayer(4, 1, 8)
+                return super().forward(src, src_mask, src_key_padding_mask)
+            raise AssertionError(how)
+
+    return Cheat
+
+
+@pytest.mark.parametrize("how", ["subclass", "fused", "built in forward", "unused submodule"])
+def test_encoder_layer_from_pytorch_earns_nothing(how):
+    points, report = _report(check_encoder_layer, _encoder_layer_using(how), [dict(), dict(padding=True)])
+    name = "torch._transformer_encoder_layer_fwd" if how == "fused" else "nn.TransformerEncoderLayer"
+    assert points == 0 and f"EncoderLayer calls {name}" in report, report
+
+
+def test_encoder_from_pytorch_earns_nothing():
+    class Wrapper(nn.Module):
+        def __init__(self, layer, num_layers):
+            super().__init__()
+            twin = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+            self.inner = nn.TransformerEncoder(twin, num_layers, enable_nested_tensor=False)
+            self.layers = nn.ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
+
+        def forward(self, src, mask=None, src_key_padding_mask=None):
+            self.inner.eval()(src)
+            for layer in self.layers:
+                src = layer(src, mask, src_key_padding_mask)
+            return src
+
+    points, report = _report(check_encoder, Wrapper, [dict()])
+    assert points == 0 and "nn.TransformerEncoder" in report, report
+
+
+def test_allowed_modules_are_not_flagged():
+    """nn.MultiheadAttention and nn.LayerNorm inside EncoderLayer are allowed, and the layer
+    the Encoder check hands over is not a PyTorch encoder class."""
+    assert _report(check_encoder_layer, REFERENCE["EncoderLayer"], LAYER_CASES)[0] == 1
+    assert _report(check_encoder, REFERENCE["Encoder"], [dict(padding=True)])[0] == 1
+    assert not isinstance(enc.ReferenceEncoderLayer(8, 2, 16), (nn.TransformerEncoderLayer, nn.TransformerEncoder))
+
+
+# --------------------------------------------------------------------------
+# references
+
+
+def _torch_layer(E=8, nhead=2, F_=16, seed=0):
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(E, nhead, F_, 0.1, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return layer
+
+
+@pytest.mark.parametrize("spec", [dict(), dict(src_mask="causal"), dict(padding=True, batch=3, L=6),
+                                  dict(src_mask="random", padding=True, L=7, E=12, nhead=3, F=10)])
+def test_functional_reference_and_reference_layer_agree_with_pytorch(spec):
+    c = enc.with_defaults(spec, enc.LAYER_DEFAULTS)
+    gen = enc.generator(5)
+    x, m, pad, _ = enc._layer_inputs(c, gen, torch.float64)
+    layer = _torch_layer(c["E"], c["nhead"], c["F"])
+    p = {k: v.detach() for k, v in layer.state_dict().items()}
+    kwargs = {k: v for k, v in dict(src_mask=m, src_key_padding_mask=pad).items() if v is not None}
+    with torch.enable_grad():
+        want = layer(x, **kwargs).detach()
+    mine = enc.ReferenceEncoderLayer(c["E"], c["nhead"], c["F"]).double().eval()
+    mine.load_state_dict(layer.state_dict())
+    real = torch.ones(x.shape[:2], dtype=torch.bool) if pad is None else ~pad
+    torch.testing.assert_close(enc.encoder_layer_reference(p, c["nhead"], x, m, pad)[real], want[real])
+    with torch.no_grad():
+        torch.testing.assert_close(mine(x, **kwargs)[real], want[real])
+
+
+def test_positional_encoding_reference():
+    pe = enc.positional_encoding_reference(50, 16)
+    assert pe.dtype == torch.float64 and pe.shape == (50, 16)
+    assert torch.equal(pe[0], torch.tensor([0.0, 1.0] * 8, dtype=torch.float64))
+    assert pe[3, 4].item() == pytest.approx(math.sin(3 / 10000 ** (4 / 16)))
+    assert pe[7, 5].item() == pytest.approx(math.cos(7 / 10000 ** (4 / 16)))
+    # the book's form of the frequencies, exp(-2i ln(10000) / d)
+    angle = torch.arange(50.0, dtype=torch.float64)[:, None] * torch.exp(
+        -torch.arange(0, 16, 2, dtype=torch.float64) * math.log(10000.0) / 16)
+    torch.testing.assert_close(pe[:, 0::2], angle.sin())
+    torch.testing.assert_close(pe[:, 1::2], angle.cos())
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("spec, args", [(dict(), ((8,), {})), (dict(as_tuple=True), (((8,),), {})),
+                                        (dict(dims=2, eps=0.1), (((5, 8),), dict(eps=0.1)))])
+def test_layer_norm_is_built_as_the_case_says(spec, args):
+    def build(*a, **k):
+        raise _Stop(a, k)
+
+    with pytest.raises(_Stop) as stop:
+        enc._layer_norm_case(spec, CPU).run(build)
+    assert stop.value.args == args
+
+
+# --------------------------------------------------------------------------
+# cases: inputs, masks, weights
+
+
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    for make, spec in [(enc._layer_norm_case, dict()), (enc._ffn_case, dict()),
+                       (enc._layer_case, dict(padding=True)), (enc._encoder_case, dict(src_mask="random"))]:
+        a, b, c = make(spec, CPU), make(spec, CPU), make(dict(spec, seed=11), CPU)
+        assert torch.equal(a.expected["output"], b.expected["output"])
+        assert not torch.equal(a.expected["output"], c.expected["output"])
+        assert a.inputs == b.inputs
+    # running the reference (which builds modules, drawing their initial weights) leaves it alone too
+    enc._encoder_case(dict(padding=True), CPU).run(REFERENCE["Encoder"])
+    enc._layer_case(dict(), CPU).run(REFERENCE["EncoderLayer"])
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_float32_and_float64_cases_see_the_same_numbers():
+    a = enc._layer_case(dict(seed=7), CPU).expected["output"]
+    b = enc._layer_case(dict(seed=7, dtype="float64"), CPU).expected["output"]
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("spec", [dict(src_mask="causal", padding=True), dict(src_mask="random", padding=True),
+                                  dict(src_mask="random"), dict(padding=True, L=2, batch=6)])
+def test_masks_never_hide_a_whole_row_of_a_real_token(spec):
+    c = enc.with_defaults(dict(spec, L=spec.get("L", 6), batch=spec.get("batch", 4)), enc.LAYER_DEFAULTS)
+    for seed in range(20):
+        m, pad, _ = enc._masks(c, enc.generator(seed))
+        B, L = c["batch"], c["L"]
+        blocked = torch.zeros(B, L, L, dtype=torch.bool)
+        if m is not None:
+            blocked |= m
+        if pad is not None:
+            blocked |= pad[:, None, :]
+            assert (~pad).any(-1).all() and pad.any(-1).all()  # a real token and a pad: inverted, keys remain
+        real = torch.ones(B, L, dtype=torch.bool) if pad is None else ~pad
+        assert (~blocked).any(-1)[real].all()
+
+
+def test_every_layer_of_a_stack_gets_its_own_weights():
+    case = enc._encoder_case(dict(num_layers=3), CPU)
+    states = []
+    case.run(lambda layer, n: states.append(n) or _Capture())
+    mistakes = case.mistakes()
+    assert states == [3]
+    shared = mistakes["shared last"].outputs["output"]
+    assert not torch.allclose(shared, case.expected["output"])
+
+
+class _Capture(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1))
+
+    def load_state_dict(self, state, strict=True):
+        weights = [v for k, v in state.items() if k.endswith("linear1.weight")]
+        assert len(weights) == 3 and not torch.equal(weights[0], weights[1])
+        return nn.modules.module._IncompatibleKeys([], [])
+
+    def forward(self, src, mask=None, src_key_padding_mask=None):
+        return src
+
+
+def test_padded_positions_are_not_compared():
+    layer_cls = REFERENCE["EncoderLayer"]
+
+    class NaNAtPadding(layer_cls):
+        def forward(self, src, src_mask=None, src_key_padding_mask=None):
+            out = super().forward(src, src_mask, src_key_padding_mask)
+            if src_key_padding_mask is not None:
+                out = out.masked_fill(src_key_padding_mask[..., None], float("nan"))
+            return out
+
+    assert _report(check_encoder_layer, NaNAtPadding, LAYER_CASES)[0] == 1
+
+
+def test_unknown_or_impossible_cases_are_instructor_errors():
+    for check, spec in [(check_layer_norm, dict(E_=3)), (check_positional_encoding, dict(d_model=7)),
+                        (check_feed_forward, dict(train=True)), (check_encoder_layer, dict(src_mask="upper")),
+                        (check_encoder_layer, dict(L=1, padding=True)), (check_encoder, dict(E=9, nhead=2))]:
+        with pytest.raises(ValueError):
+            check(lambda *a, **k: None, points=1, cases=[spec], device=CPU)
+
+
+# --------------------------------------------------------------------------
+# tolerances: TF32 matmuls pass, float32 work on float64 inputs fails
+
+
+def _linear(x, w, b):
+    if x.dtype == torch.float32:
+        return _tf32(x) @ _tf32(w).T + b
+    return x @ w.T + b
+
+
+def _mm(a, b):
+    return _tf32(a) @ _tf32(b) if a.dtype == torch.float32 else a @ b
+
+
+class _TF32Attention(nn.Module):
+    def __init__(self, embed_dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.in_proj_weight = nn.Parameter(torch.zeros(3 * embed_dim, embed_dim))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * embed_dim))
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+
+    def forward(self, x, attn_mask=None, key_padding_mask=None):
+        B, L, E = x.shape
+        H = self.num_heads
+        q, k, v = _linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        q, k, v = (t.reshape(B, L, H, E // H).transpose(1, 2).contiguous() for t in (q, k, v))
+        scores = _mm(q, k.transpose(-2, -1).contiguous()) / math.sqrt(E // H)
+        if attn_mask is not None:
+            scores = scores.masked_fill(attn_mask, float("-inf"))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+        out = _mm(scores.softmax(-1), v).transpose(1, 2).reshape(B, L, E)
+        return _linear(out, self.out_proj.weight, self.out_proj.bias)
+
+
+class _TF32FeedForward(nn.Module):
+    def __init__(self, d_model, dim_feedforward, dropout=0.1):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+
+    def forward(self, x):
+        h = torch.relu(_linear(x, self.linear1.weight, self.linear1.bias))
+        return _linear(h, self.linear2.weight, self.linear2.bias)
+
+
+class _TF32EncoderLayer(nn.Module):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
+        super().__init__()
+        self.self_attn = _TF32Attention(d_model, nhead)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None):
+        h = self.norm1(src + self.self_attn(src, src_mask, src_key_padding_mask))
+        ff = _linear(torch.relu(_linear(h, self.linear1.weight, self.linear1.bias)), self.linear2.weight,
+                     self.linear2.bias)
+        return self.norm2(h + ff)
+
+
+def test_float32_tolerance_holds_for_tf32_matmuls(monkeypatch):
+    """Every test cell of the modules with matmuls passes with TF32-rounded matmuls, the layer
+    the Encoder check hands over included."""
+    monkeypatch.setattr(enc, "ReferenceEncoderLayer", _TF32EncoderLayer)
+    namespace = dict(REFERENCE, FeedForward=_TF32FeedForward, EncoderLayer=_TF32EncoderLayer)
+    for gid, cell in TESTS.items():
+        if _item(gid) in ("feed_forward", "encoder_layer", "encoder"):
+            points, message = run_test_cell(cell, namespace)
+            assert points == float(_nbgrader(cell)["points"]), message
+
+
+def test_float64_inputs_computed_in_float32_fail():
+    ln_cls = REFERENCE["LayerNorm"]
+
+    class Float32Inside(ln_cls):
+        def forward(self, x):
+            return super().forward(x.float()).double()
+
+    points, report = _report(check_layer_norm, Float32Inside, [dict(dtype="float64", init=True)])
+    assert points < 1 and "float32 precision only" in report, report
+
+
+def test_outputs_keep_the_inputs_dtype():
+    ffn_cls = REFERENCE["FeedForward"]
+
+    class AlwaysFloat32(ffn_cls):
+        def forward(self, x):
+            return super().forward(x).float()
+
+    points, report = _report(check_feed_forward, AlwaysFloat32, [dict(), dict(dtype="float64")])
+    assert 0 < points < 1 and "dtype float32, expected float64 (the input's)" in report, report
+
+
+# --------------------------------------------------------------------------
+# diagnoses the corpus does not cover
+
+
+def _ln(**change):
+    base = REFERENCE["LayerNorm"]
+
+    class Buggy(base):
+        def __init__(self, normalized_shape, eps=1e-5):
+            super().__init__(normalized_shape, eps)
+            if change.get("init_zeros"):
+                nn.init.zeros_(self.weight)
+
+        def forward(self, x):
+            dims = tuple(range(-len(self.normalized_shape), 0))
+            mean = x.mean(dims, keepdim=True)
+            var = x.var(dims, keepdim=True, unbiased=False)
+            eps = 1e-5 if change.get("default_eps") else self.eps
+            xhat = (x - mean) / torch.sqrt(var + eps)
+            if change.get("no_affine"):
+                return xhat
+            if change.get("swapped"):
+                return xhat * self.bias + self.weight
+            return xhat * self.weight + self.bias
+
+    return Buggy
+
+
+def _pe(**change):
+    def pe(max_len, d_model):
+        position = torch.arange(max_len, dtype=torch.float32)[:, None]
+        two_i = torch.arange(0, d_model, 2, dtype=torch.float32)
+        power = two_i if change.get("no_d") else two_i / d_model
+        angle = position * 10000.0 ** power if change.get("multiply") else position / 10000.0 ** power
+        out = torch.zeros(max_len, d_model)
+        out[:, 0::2], out[:, 1::2] = torch.sin(angle), torch.cos(angle)
+        return out.T.contiguous() if change.get("transposed") else out
+
+    return pe
+
+
+def _layer(**change):
+    base = REFERENCE["EncoderLayer"]
+
+    class Buggy(base):
+        def forward(self, src, src_mask=None, src_key_padding_mask=None):
+            m = None if change.get("no_masks") else src_mask
+            kpm = None if change.get("no_masks") or change.get("no_padding") else src_key_padding_mask
+            attn = self.self_attn(src, src, src, attn_mask=m, key_padding_mask=kpm, need_weights=False)[0]
+            act = (lambda t: t) if change.get("no_relu") else torch.relu
+            if change.get("norm_sublayer_only"):
+                h = src + self.norm1(attn)
+                return h + self.norm2(self.linear2(act(self.linear1(h))))
+            h = self.norm1(src + attn)
+            ff = self.linear2(act(self.linear1(h)))
+            if change.get("residual_from_input"):
+                return self.norm2(src + ff)
+            if change.get("no_ffn_residual"):
+                return self.norm2(ff)
+            return (self.norm1 if change.get("one_norm") else self.norm2)(h + ff)
+
+    return Buggy
+
+
+def _encoder(**change):
+    base = REFERENCE["Encoder"]
+
+    class Buggy(base):
+        def forward(self, src, mask=None, src_key_padding_mask=None):
+            layers = list(self.layers)[::-1] if change.get("reversed") else self.layers[:1] if change.get(
+                "first_only") else self.layers
+            for i, layer in enumerate(layers):
+                m = None if change.get("no_mask") or (change.get("mask_first_only") and i) else mask
+                kpm = src_key_padding_mask
+                if change.get("inverted") and kpm is not None:
+                    kpm = ~kpm
+                src = layer(src, src_mask=m, src_key_padding_mask=kpm)
+            return src
+
+    return Buggy
+
+
+@pytest.mark.parametrize("check, obj, cases, hint", [
+    (check_layer_norm, _ln(no_affine=True), [dict()], "ignores weight and bias"),
+    (check_layer_norm, _ln(swapped=True), [dict()], "weight and bias are swapped"),
+    (check_layer_norm, _ln(init_zeros=True), [dict(init=True)], "weight = ones and bias = zeros"),
+    (check_layer_norm, _ln(default_eps=True), [dict(eps=0.1)], "ignores the eps given"),
+    (check_positional_encoding, _pe(no_d=True), [dict()], "divide by d_model"),
+    (check_positional_encoding, _pe(multiply=True), [dict()], "instead of dividing"),
+    (check_positional_encoding, _pe(transposed=True), [dict(max_len=8, d_model=8)], "one row per position"),
+    (check_encoder_layer, _layer(no_relu=True), [dict()], "ReLU of the feed-forward network is missing"),
+    (check_encoder_layer, _layer(norm_sublayer_only=True), [dict()], "normalises the sum"),
+    (check_encoder_layer, _layer(residual_from_input=True), [dict()], "not the layer's input"),
+    (check_encoder_layer, _layer(no_ffn_residual=True), [dict()], "around the feed-forward network is missing"),
+    (check_encoder_layer, _layer(one_norm=True), [dict()], "its own LayerNorm"),
+    (check_encoder_layer, _layer(no_padding=True), [dict(padding=True)], "ignores src_key_padding_mask"),
+    (check_encoder_layer, _layer(no_masks=True), [dict(padding=True, src_mask="causal")], "ignores its masks"),
+    (check_encoder, _encoder(reversed=True), [dict(num_layers=3)], "in order"),
+    (check_encoder, _encoder(first_only=True), [dict(num_layers=3)], "only the first layer"),
+    (check_encoder, _encoder(no_mask=True), [dict(src_mask="causal")], "does not pass mask"),
+    (check_encoder, _encoder(mask_first_only=True), [dict(src_mask="random")], "not only the first"),
+    (check_encoder, _encoder(inverted=True), [dict(padding=True)], "src_key_padding_mask is inverted"),
+])
+def test_more_diagnoses(check, obj, cases, hint):
+    points, report = _report(check, obj, cases)
+    assert points < 1 and hint in report, report
+
+
+def test_readable_errors_when_the_weights_do_not_load():
+    layer_cls = REFERENCE["EncoderLayer"]
+
+    class Renamed(layer_cls):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.attention = self.self_attn
+            del self.self_attn
+
+    points, report = _report(check_encoder_layer, Renamed, [dict()])
+    assert points == 0 and "yours lacks self_attn.in_proj_weight" in report and "and 0 more" not in report
+    assert "has no attention.in_proj_weight" in report and "self_attn, linear1, linear2, norm1, norm2" in report
+
+    class Wide(layer_cls):
+        def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
+            super().__init__(d_model, nhead, 2 * dim_feedforward, dropout)
+
+    points, report = _report(check_encoder_layer, Wide, [dict()])
+    assert points == 0 and "size mismatch for linear1.weight" in report, report
+
+
+def test_dropout_in_eval_mode_is_named_and_train_mode_cases_still_pass():
+    ffn_cls = REFERENCE["FeedForward"]
+
+    class AlwaysDropping(ffn_cls):
+        def forward(self, x):
+            return self.linear2(F.dropout(torch.relu(self.linear1(x)), self.dropout.p))
+
+    points, report = _report(check_feed_forward, AlwaysDropping, [dict(), dict(train=True, dropout=0.0)], points=2)
+    assert points == 1 and "dropout must be off in eval mode" in report, report
+    # random numbers are drawn from fixed seeds: the same verdict at every grading, even where
+    # both calls happen to drop the same units (a single token with few hidden units)
+    cases = [dict(batch=(1,), L=1, E=5, F=3, seed=s) for s in range(8)]
+    state = torch.random.get_rng_state()
+    first = _report(check_feed_forward, AlwaysDropping, cases)
+    assert all(_report(check_feed_forward, AlwaysDropping, cases) == first for _ in range(3))
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
+# --------------------------------------------------------------------------
+# the grader's side: recorded outcomes judged again outside the kernel
+
+
+def _kernel_then_grader(check, obj, cases, monkeypatch) -> tuple[tuple[float, str], tuple[float, str]]:
+    """The verdict in the kernel (recording), and the grader's verdict on the record, where the
+    student's object is only a name and the references are rebuilt."""
+    from attention_checks import core, record
+    from autograder.judge import StudentObject
+
+    published = []
+    monkeypatch.setattr(core, "recording", lambda: True)
+    monkeypatch.setattr(core, "publish", lambda name, outcomes, likes, seen: published.append(
+        dict(check=name, forbidden=list(seen),
+             outcomes=[record._encode_outcome(o, like) for o, like in zip(outcomes, likes)])))
+    kernel = _report(check, obj, cases, points=2)
+    monkeypatch.undo()
+    assert len(published) == 1
+    with record.replaying(record.Replay(published, lambda student, names: [])):
+        grader = _report(check, StudentObject(obj.__name__), cases, points=2)
+    return kernel, grader
+
+
+@pytest.mark.parametrize("check, obj, cases", [
+    (check_layer_norm, "LayerNorm", [dict(), dict(init=True, dtype="float64"), dict(dims=2)]),
+    (check_layer_norm, _layer_norm_calling("module"), [dict()]),
+    (check_positional_encoding, "positional_encoding", [dict(), dict(max_len=4, d_model=4)]),
+    (check_positional_encoding, _pe(multiply=True), [dict(), dict(max_len=4, d_model=4)]),
+    (check_feed_forward, "FeedForward", [dict(), dict(train=True, dropout=0.0)]),
+    (check_encoder_layer, "EncoderLayer", LAYER_CASES),
+    (check_encoder_layer, _layer(no_padding=True), LAYER_CASES),
+    (check_encoder_layer, _encoder_layer_using("subclass"), [dict()]),
+    (check_encoder, "Encoder", [dict(padding=True, src_mask="causal", dtype="float64")]),
+    (check_encoder, _encoder(first_only=True), [dict(), dict(padding=True)]),
+])
+def test_the_grader_reaches_the_same_verdict_from_the_record(check, obj, cases, monkeypatch):
+    obj = REFERENCE[obj] if isinstance(obj, str) else obj
+    kernel, grader = _kernel_then_grader(check, obj, cases, monkeypatch)
+    assert kernel == grader

@@ -1,0 +1,462 @@
+"""Fast in-process tests of attention_checks.masks, driven by the 05-masks source notebook.
+
+As in test_attention_checks.py (whose helpers this file reuses), the notebook's own cells run
+here and each test cell is scored with nbgrader's `determine_grade` on the outputs a kernel
+would record.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import math
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+import torch.nn as nn
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from attention_checks.core import CheckFailed, ForbiddenCalls, judge, probe  # noqa: E402
+from attention_checks.masks import (  # noqa: E402
+    NONZERO,
+    _attention_case,
+    _causal_case,
+    _merge_case,
+    _padding_case,
+    check_causal_mask,
+    check_masked_attention,
+    check_merge_masks,
+    check_padding_mask,
+)
+from attention_checks.record import _encode_outcome, decode_outcome  # noqa: E402
+from test_attention_checks import _corpus, _nbgrader, _python, _tf32, run_test_cell  # noqa: E402
+
+NOTEBOOK = ROOT / "solutions" / "05-masks" / "masks.ipynb"
+CORPUS = ROOT / "tests" / "corpus" / "05-masks"
+CPU = torch.device("cpu")
+FUNCTIONS = ["padding_mask", "causal_mask", "merge_masks", "masked_attention"]
+CHECKS = {"padding_mask": check_padding_mask, "causal_mask": check_causal_mask,
+          "merge_masks": check_merge_masks, "masked_attention": check_masked_attention}
+BUILDERS = {"padding_mask": _padding_case, "causal_mask": _causal_case, "merge_masks": _merge_case,
+            "masked_attention": _attention_case}
+
+NB = nbformat.read(NOTEBOOK, as_version=4)
+CELLS = {_nbgrader(c)["grade_id"]: c for c in NB.cells}
+SOLUTIONS = {gid: c.source for gid, c in CELLS.items() if _nbgrader(c).get("solution")}
+TESTS = {gid: c for gid, c in CELLS.items() if _nbgrader(c).get("grade")}
+MAX_SCORE = sum(float(_nbgrader(c)["points"]) for c in TESTS.values())
+
+
+def student(answers: dict[str, str] | None = None) -> dict:
+    """A kernel's namespace after the setup cell and the solution cells (answers[grade_id] instead)."""
+    namespace: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        exec(compile(_python(CELLS["setup"].source), "<setup>", "exec"), namespace)
+        for gid, source in SOLUTIONS.items():
+            exec(compile((answers or {}).get(gid, source), f"<{gid}>", "exec"), namespace)
+    return namespace
+
+
+def grade_all(answers: dict[str, str] | None = None) -> dict[str, tuple[float, str]]:
+    namespace = student(answers)
+    return {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items()}
+
+
+def _check_call(cell) -> ast.Call:
+    return ast.parse(cell.source).body[-1].value
+
+
+def _cases_of(cell) -> list[dict]:
+    """The literal case dicts of a test cell."""
+    tree = ast.parse(cell.source)
+    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    cases = next(k.value for k in _check_call(cell).keywords if k.arg == "cases")
+    cases = bound.get(cases.id) if isinstance(cases, ast.Name) else cases
+    return [{k.arg: ast.literal_eval(k.value) for k in d.keywords} for d in cases.elts]
+
+
+# --------------------------------------------------------------------------
+# the notebook
+
+
+def test_notebook_layout():
+    assert NB.metadata.kernelspec.name == "python3"
+    assert len(CELLS) == len(NB.cells), "grade_ids must be unique"
+    assert list(SOLUTIONS) == FUNCTIONS
+    for gid, source in SOLUTIONS.items():
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
+    hidden = [gid for gid, cell in TESTS.items() if "### BEGIN HIDDEN TESTS" in cell.source]
+    for function in FUNCTIONS:  # every function has visible and hidden tests
+        mine = [gid for gid, cell in TESTS.items() if f"check_{function}(" in cell.source]
+        assert set(mine) - set(hidden) and set(mine) & set(hidden), function
+    for gid, cell in TESTS.items():
+        meta = _nbgrader(cell)
+        assert meta["locked"] and not meta["solution"] and meta["schema_version"] == 3
+        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
+        assert not cell.source.rstrip().endswith(";"), gid
+        if gid in hidden:
+            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+    assert MAX_SCORE == 13
+
+
+def test_test_cells_hold_one_check_of_literal_cases():
+    """A comment, maybe a name bound to a literal list, and one check call as the last expression,
+    whose only other names are the student's function: the grader can replay it anywhere."""
+    for gid, cell in TESTS.items():
+        tree = ast.parse(cell.source)
+        *assignments, last = tree.body
+        assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call), gid
+        call = last.value
+        assert isinstance(call.func, ast.Name) and call.func.id.startswith("check_"), gid
+        function = call.func.id.removeprefix("check_")
+        assert [a.id for a in call.args] == [function] and function in SOLUTIONS, gid
+        assert {k.arg for k in call.keywords} == {"points", "cases"}, gid
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        bound = set()
+        for node in assignments:
+            assert isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name), gid
+            assert isinstance(node.value, ast.List), gid  # a literal list of dict(...) (read by _cases_of)
+            bound.add(node.targets[0].id)
+        assert names <= {call.func.id, function, "dict"} | bound, (gid, names)
+        assert _cases_of(cell), gid
+
+
+def test_reference_solution_gets_full_marks():
+    for gid, (points, message) in grade_all().items():
+        assert points == float(_nbgrader(TESTS[gid])["points"]), (gid, message)
+        assert message.startswith("✓"), message
+
+
+def test_stub_gets_zero_in_every_test_cell():
+    stubs = {gid: re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "raise NotImplementedError()", source, flags=re.S)
+             for gid, source in SOLUTIONS.items()}
+    for gid, (points, message) in grade_all(stubs).items():
+        assert points == 0, gid
+        assert "not implemented" in message.lower(), message
+
+
+# --------------------------------------------------------------------------
+# the corpus of simulated students
+
+CORPUS_FILES = sorted(CORPUS.glob("*.py"))
+
+
+def test_corpus_covers_every_function():
+    for function in FUNCTIONS:
+        expects = [_corpus(p)[0] for p in CORPUS_FILES if function in _corpus(p)[2]]
+        assert expects.count("full") >= 2 and expects.count("partial") >= 4, function
+    for path in CORPUS_FILES:
+        expect, hint, _ = _corpus(path)
+        assert expect == "full" or hint, f"{path.name}: a buggy student needs a hint"
+
+
+@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem)
+def test_corpus_student(path):
+    expect, hint, cells = _corpus(path)
+    assert set(cells) <= set(SOLUTIONS)
+    results = grade_all(cells)
+    total = sum(points for points, _ in results.values())
+    messages = "\n".join(message for _, message in results.values())
+    if expect == "full":
+        assert total == MAX_SCORE, messages
+    else:
+        assert 0 < total < MAX_SCORE, messages
+        # the function it breaks loses points, and the feedback names the mistake
+        broken = {gid for gid, cell in TESTS.items() if any(f"check_{f}(" in cell.source for f in cells)}
+        assert any(results[gid][0] < float(_nbgrader(TESTS[gid])["points"]) for gid in broken), messages
+        assert hint.lower() in messages.lower(), messages
+
+
+# --------------------------------------------------------------------------
+# references: PyTorch's own functions
+
+
+def _grab(case) -> tuple[tuple, dict]:
+    """The arguments a case passes to the student's function."""
+    got = []
+    with contextlib.suppress(TypeError):  # masked_attention's run refuses what a recorder returns
+        case.run(lambda *args, **kwargs: got.append((args, kwargs)))
+    return got[0]
+
+
+def _all_cases(function: str) -> list[dict]:
+    return [spec for cell in TESTS.values() if f"check_{function}(" in cell.source for spec in _cases_of(cell)]
+
+
+@pytest.mark.parametrize("spec", _all_cases("merge_masks") + [dict(B=4, H=2, L=6, S=6, attn="heads", seed=s)
+                                                             for s in range(5)])
+def test_merge_reference_is_the_logical_or_of_the_views(spec):
+    """What nn.MultiheadAttention masks (read off its weights) is key_padding_mask (B, 1, 1, S) | attn_mask."""
+    case = _merge_case(spec, CPU)
+    (kpm, attn, H), _ = _grab(case)
+    B, _, L, S = case.expected["mask"].shape
+    merged = torch.zeros(B, H, L, S, dtype=torch.bool)
+    if kpm is not None:
+        merged = merged | kpm.view(B, 1, 1, S)
+    if attn is not None:
+        merged = merged | (attn.view(B, H, L, S) if attn.dim() == 3 else attn)
+    assert torch.equal(case.expected["mask"], merged.double())
+    assert not merged.all(-1).any(), "a query with every key masked"
+
+
+def test_merge_reference_follows_nn_multihead_attention():
+    """The same positions get weight 0 in the module itself (batch_first, eval mode)."""
+    spec = dict(B=3, H=2, L=4, S=6, attn="random", seed=4)
+    case = _merge_case(spec, CPU)
+    (kpm, attn, H), _ = _grab(case)
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(4, H, batch_first=True, dtype=torch.float64).eval()
+    q, k = torch.randn(3, 4, 4, dtype=torch.float64), torch.randn(3, 6, 4, dtype=torch.float64)
+    with torch.no_grad():
+        _, weights = mha(q, k, k, key_padding_mask=kpm, attn_mask=attn, average_attn_weights=False)
+    assert torch.equal((weights == 0).double(), case.expected["mask"])
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 16])
+def test_causal_reference(size):
+    expected = _causal_case(dict(size=size), CPU).expected["mask"]
+    assert torch.equal(expected, torch.ones(size, size).triu(1).double())
+
+
+@pytest.mark.parametrize("spec", _all_cases("masked_attention"))
+def test_attention_reference_weights_agree_with_pytorch_output(spec):
+    case = _attention_case(spec, CPU)
+    (q, k, v), kwargs = _grab(case)
+    weights, output = case.expected["weights"], case.expected["output"]
+    torch.testing.assert_close(weights @ v.double(), output, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
+    hidden = torch.zeros(weights.shape, dtype=torch.bool)
+    if "key_padding_mask" in kwargs:
+        B, S = kwargs["key_padding_mask"].shape
+        hidden = hidden | kwargs["key_padding_mask"].view(B, *[1] * (weights.dim() - 2), S)
+    if "attn_mask" in kwargs:
+        hidden = hidden | kwargs["attn_mask"]
+    assert (weights[hidden] == 0).all() and (weights[~hidden] > 0).all()
+    assert case.expected.get(NONZERO, 0) == 0 and (NONZERO in case.expected) == bool(kwargs)
+
+
+def test_attention_reference_matches_nn_multihead_attention():
+    """With identity projections, nn.MultiheadAttention's per-head weights are the reference's."""
+    spec = dict(B=2, H=2, L=4, S=5, E=3, attn="random", dtype="float64", seed=1)
+    case = _attention_case(spec, CPU)
+    (q, k, v), kwargs = _grab(case)
+    B, H, L, E = q.shape
+    S = k.size(-2)
+    mha = nn.MultiheadAttention(H * E, H, batch_first=True, bias=False, dtype=torch.float64).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.eye(H * E).repeat(3, 1))
+        mha.out_proj.weight.copy_(torch.eye(H * E))
+        flat = [t.transpose(1, 2).reshape(B, -1, H * E) for t in (q, k, v)]
+        out, weights = mha(*flat, average_attn_weights=False, **kwargs)
+    torch.testing.assert_close(weights, case.expected["weights"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, case.expected["output"].transpose(1, 2).reshape(B, L, H * E),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("spec", _all_cases("padding_mask"))
+def test_padding_cases_have_real_zeros_and_padding(spec):
+    case = _padding_case(spec, CPU)
+    (tokens,), kwargs = _grab(case)
+    pad_id = kwargs.get("pad_id", 0)
+    assert torch.equal(case.expected["mask"], (tokens == pad_id).double())
+    if spec.get("padding", "right") != "none" and tokens.size(1) > 1:
+        assert (tokens == pad_id).any()
+    if pad_id == 3:
+        assert (tokens == 0).any(), "0 must be an ordinary token when pad_id != 0"
+
+
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    for function in FUNCTIONS:
+        spec = dict(size=4) if function == "causal_mask" else dict()
+        a, b = (BUILDERS[function](spec, CPU) for _ in range(2))
+        (args_a, kw_a), (args_b, kw_b) = _grab(a), _grab(b)
+        for x, y in zip([*args_a, *kw_a.values()], [*args_b, *kw_b.values()]):
+            assert not isinstance(x, torch.Tensor) or torch.equal(x, y)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    # float32 and float64 cases with one seed see the same numbers
+    q32 = _grab(_attention_case(dict(seed=7), CPU))[0][0]
+    q64 = _grab(_attention_case(dict(seed=7, dtype="float64"), CPU))[0][0]
+    assert torch.equal(q64.float(), q32)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_generated_masks_never_hide_every_key_of_a_query(seed):
+    for spec in [dict(B=4, L=6, S=3, attn="random"), dict(B=1, L=1, S=2, attn="random"), dict(B=3, L=7, S=7),
+                 dict(B=5, L=2, S=9, attn="none")]:
+        case = _attention_case(dict(spec, seed=seed), CPU)
+        assert not case.expected["weights"].isnan().any()
+        assert (case.expected["weights"].amax(-1) > 0).all()
+    _merge_case(dict(B=3, H=2, L=5, S=4, attn="heads", seed=seed), CPU)  # asserts it itself
+
+
+def test_unknown_or_impossible_cases_are_an_instructor_error():
+    with pytest.raises(ValueError, match="unknown case keys"):
+        check_padding_mask(lambda t: t, points=1, cases=[dict(pad=1)], device=CPU)
+    with pytest.raises(ValueError, match="attn must be one of"):
+        check_masked_attention(lambda *a: a, points=1, cases=[dict(attn="heads")], device=CPU)
+    with pytest.raises(ValueError, match="needs key_padding_mask or attn_mask"):
+        check_merge_masks(lambda *a: a, points=1, cases=[dict(padding=False, attn="none")], device=CPU)
+
+
+# --------------------------------------------------------------------------
+# outputs: exact booleans, exact zeros, the recorder
+
+
+def _report(function: str, fn, cases) -> tuple[float | None, str]:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            score = CHECKS[function](fn, points=1, cases=cases, device=CPU)
+        except CheckFailed as failed:
+            return 0.0, str(failed)
+    return score, out.getvalue()
+
+
+def test_masks_must_be_boolean_and_exact():
+    reference = student()["padding_mask"]
+    score, text = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).to(torch.uint8), [dict()])
+    assert score == 0.75 and "dtype uint8, expected bool" in text
+    score, _ = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).float() * 0.999, [dict()])
+    assert score == 0.75  # right positions, wrong dtype
+    one_off = lambda t, pad_id=0: reference(t, pad_id).index_put_((torch.tensor(0), torch.tensor(0)),  # noqa: E731
+                                                                 torch.tensor(True))
+    score, text = _report("padding_mask", one_off, [dict()])
+    assert score < 1 and "values differ" in text
+
+
+def test_merge_result_is_compared_after_broadcasting():
+    reference = student()["merge_masks"]
+    expanded = lambda *a: torch.broadcast_to(reference(*a), (2, 3, 5, 5)).clone()  # noqa: E731
+    assert _report("merge_masks", expanded, [dict()])[0] is None
+    score, text = _report("merge_masks", lambda *a: reference(*a)[..., :2], [dict()])
+    assert score == 0 and "shape (2, 1, 5, 2), expected (2, 3, 5, 5)" in text
+
+
+@pytest.mark.parametrize("fill, passes", [(float("-inf"), True), (-1e9, True), (-1e4, True),
+                                          ("finfo.min", True), (-30.0, False)])
+def test_masked_weights_must_be_exactly_zero(fill, passes):
+    def attention(query, key, value, key_padding_mask=None, attn_mask=None):
+        scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+        B, S = key_padding_mask.shape
+        value_ = torch.finfo(scores.dtype).min if fill == "finfo.min" else fill
+        scores = scores.masked_fill(key_padding_mask.view(B, *[1] * (scores.dim() - 2), S) | attn_mask, value_)
+        weights = scores.softmax(-1)
+        return weights @ value, weights
+
+    score, text = _report("masked_attention", attention, [dict(dtype="float64"), dict(H=2)])
+    if passes:
+        assert score is None, text
+    else:
+        assert 0 < score < 1 and f"{NONZERO} : got" in text and "exactly 0" in text
+
+
+def test_malformed_attention_results():
+    reference = student()["masked_attention"]
+    score, text = _report("masked_attention", lambda *a, **k: reference(*a, **k)[0], [dict()])
+    assert score == 0 and "it must return a tuple (output, weights)" in text
+    score, text = _report("masked_attention", lambda *a, **k: (reference(*a, **k)[0], None), [dict()])
+    assert 0 < score < 1 and "expected a tensor, got NoneType" in text
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_outcomes_survive_the_recorder(function):
+    """What the kernel records (bool masks, int counts) is judged the same by the grader."""
+    fn = student()[function]
+    for spec in _all_cases(function):
+        case = BUILDERS[function](spec, CPU)
+        outcome = probe(fn, case, ForbiddenCalls({}))
+        data = _encode_outcome(outcome, case.like)
+        replayed, device = decode_outcome(data)
+        assert device == "cpu"
+        assert judge(replayed, BUILDERS[function](spec, CPU)).fraction == 1
+
+
+# --------------------------------------------------------------------------
+# GPU tolerances and diagnoses the corpus does not cover
+
+
+def _attention_tf32(query, key, value, key_padding_mask=None, attn_mask=None):
+    mm = (lambda a, b: _tf32(a) @ _tf32(b)) if query.dtype == torch.float32 else torch.matmul
+    scores = mm(query, key.transpose(-2, -1)) / math.sqrt(query.size(-1))
+    if key_padding_mask is not None:
+        B, S = key_padding_mask.shape
+        scores = scores.masked_fill(key_padding_mask.view(B, *[1] * (scores.dim() - 2), S), float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask, float("-inf"))
+    weights = scores.softmax(-1)
+    return mm(weights, value), weights
+
+
+def test_float32_tolerance_holds_for_tf32_matmuls():
+    namespace = student()
+    namespace["masked_attention"] = _attention_tf32
+    for gid, cell in TESTS.items():
+        if "check_masked_attention" in cell.source:
+            points, message = run_test_cell(cell, namespace)
+            assert points == float(_nbgrader(cell)["points"]), message
+
+
+def _merge_bug(change: str):
+    def merge(key_padding_mask, attn_mask, num_heads):
+        if attn_mask is not None and attn_mask.dim() == 3:
+            attn_mask = attn_mask.view(-1, num_heads, *attn_mask.shape[1:])
+        B, S = key_padding_mask.shape
+        pad = key_padding_mask.view(B, 1, 1, S)
+        return {"sum": lambda: pad.long() + attn_mask.long(), "no padding": lambda: attn_mask,
+                "no attn": lambda: pad, "as is": lambda: key_padding_mask}[change]()
+    return merge
+
+
+@pytest.mark.parametrize("change, cases, hint", [
+    ("sum", [dict()], "Adding boolean masks as numbers"),
+    ("no padding", [dict(attn="random")], "ignores key_padding_mask"),
+    ("no attn", [dict(attn="heads")], "ignores attn_mask"),
+    ("as is", [dict(attn="none", B=3, L=3)], "as (B, S) it is read as (L, S)"),
+])
+def test_more_merge_diagnoses(change, cases, hint):
+    _, text = _report("merge_masks", _merge_bug(change), cases)
+    assert hint in text, text
+
+
+def _attention_bug(change: str):
+    def attention(query, key, value, key_padding_mask=None, attn_mask=None):
+        scores = query @ key.transpose(-2, -1)
+        if change != "no scale":
+            scores = scores / math.sqrt(query.size(-1))
+        if key_padding_mask is not None and change not in ("no padding", "padding inverted"):
+            B, S = key_padding_mask.shape
+            scores = scores.masked_fill(key_padding_mask.view(B, *[1] * (scores.dim() - 2), S), float("-inf"))
+        if change == "padding inverted":
+            B, S = key_padding_mask.shape
+            scores = scores.masked_fill(~key_padding_mask.view(B, *[1] * (scores.dim() - 2), S), float("-inf"))
+        if attn_mask is not None and change != "no attn":
+            scores = scores.masked_fill(attn_mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return weights @ value, weights
+    return attention
+
+
+@pytest.mark.parametrize("change, cases, hint", [
+    ("no scale", [dict(H=2)], "not scaled"),
+    ("no scale", [dict(padding=False, attn="none")], "not scaled"),
+    ("no padding", [dict(L=3, S=6, attn="random")], "ignores key_padding_mask"),
+    ("no attn", [dict(H=3)], "ignores attn_mask"),
+    ("padding inverted", [dict(H=2, attn="random")], "Your mask is inverted"),
+])
+def test_more_attention_diagnoses(change, cases, hint):
+    _, text = _report("masked_attention", _attention_bug(change), cases)
+    assert hint in text, text
+
+
+def test_padding_transposed_and_causal_hints():
+    _, text = _report("padding_mask", lambda t, pad_id=0: (t == pad_id).T, [dict(B=2, S=6)])
+    assert "transposed" in text
+    _, text = _report("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(1).T, [dict(size=4)])
+    assert "below the diagonal" in text  # the lower triangle without the diagonal

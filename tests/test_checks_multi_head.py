@@ -1,0 +1,580 @@
+"""Fast in-process tests of attention_checks.multi_head, driven by the 04-multi-head source notebook.
+
+As in test_attention_checks.py (whose helpers this file reuses), the notebook's own cells are
+executed (setup, reference solutions, test cells) and each test cell is scored with nbgrader's
+`determine_grade` on the outputs a kernel would record.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import math
+import re
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from notebook_harness import SourceNotebook, load_corpus
+from test_attention_checks import _nbgrader, _python, _tf32, run_test_cell
+
+from attention_checks import CheckFailed
+from attention_checks.core import ForbiddenCalls, judge, probe
+from attention_checks.multi_head import (
+    FORBIDDEN_MHA,
+    MHA_DEFAULTS,
+    _cost_case,
+    _count_case,
+    _mha_case,
+    _merge_case,
+    _split_case,
+    check_merge_heads,
+    check_mha_multiply_adds,
+    check_mha_parameter_count,
+    check_multi_head_attention,
+    check_split_heads,
+    mha_formula,
+    mha_reference,
+    multiply_adds_reference,
+    with_defaults,
+)
+from attention_checks.record import _encode_outcome, decode_outcome
+
+ASSIGNMENT = "04-multi-head"
+CPU = torch.device("cpu")
+
+SOURCE = SourceNotebook(ASSIGNMENT)
+NB, CELLS, SOLUTIONS, TESTS, MAX_SCORE = SOURCE.nb, SOURCE.cells, SOURCE.solutions, SOURCE.tests, SOURCE.max_score
+student, grade_all = SOURCE.student, SOURCE.grade_all
+GRADED = ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count", "mha_multiply_adds"]
+CHECKS = {"check_split_heads", "check_merge_heads", "check_multi_head_attention", "check_mha_parameter_count",
+          "check_mha_multiply_adds"}
+
+
+def report(check, fn, cases) -> str:
+    """What a check says, printed or raised."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            check(fn, points=1, cases=cases, **({"device": CPU} if check in DEVICE_CHECKS else {}))
+        except CheckFailed as failed:
+            return str(failed)
+    return out.getvalue()
+
+
+DEVICE_CHECKS = {check_split_heads, check_merge_heads, check_multi_head_attention}
+
+
+# --------------------------------------------------------------------------
+# the notebook's structure
+
+
+def test_notebook_layout():
+    assert NB.metadata.kernelspec.name == "python3"
+    assert len(CELLS) == len(NB.cells), "grade_ids must be unique, every cell has one"
+    assert list(SOLUTIONS) == GRADED
+    for gid, source in SOLUTIONS.items():
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
+    hidden = [gid for gid, cell in TESTS.items() if "### BEGIN HIDDEN TESTS" in cell.source]
+    assert hidden and len(hidden) < len(TESTS)
+    setup_names = {a.asname or a.name for node in ast.walk(ast.parse(_python(CELLS["setup"].source)))
+                   if isinstance(node, ast.ImportFrom) and node.module == "attention_checks.multi_head"
+                   for a in node.names}
+    assert setup_names == CHECKS
+    for gid, cell in TESTS.items():
+        meta = _nbgrader(cell)
+        assert meta["locked"] and not meta["solution"] and meta["schema_version"] == 3
+        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
+        assert not cell.source.rstrip().endswith(";"), gid
+        if gid in hidden:
+            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+        # only a literal list of cases, then one check call as the last expression
+        tree = ast.parse(cell.source)
+        *assignments, last = tree.body
+        assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call), gid
+        assert last.value.func.id in CHECKS and last.value.args[0].id in SOLUTIONS, gid
+        for node in assignments:
+            assert isinstance(node, ast.Assign) and isinstance(node.value, ast.List), gid
+            assert all(isinstance(e, ast.Call) and e.func.id == "dict" for e in node.value.elts), gid
+        bound = {t.id for node in assignments for t in node.targets}
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        assert used <= CHECKS | set(SOLUTIONS) | bound | {"dict"}, (gid, used)
+    assert MAX_SCORE == 18
+
+
+def test_reference_solution_gets_full_marks():
+    for gid, (points, message) in grade_all().items():
+        assert points == float(_nbgrader(TESTS[gid])["points"]), (gid, message)
+        assert message.startswith("✓"), message
+
+
+def test_stub_gets_zero_in_every_test_cell():
+    for gid, (points, message) in grade_all(SOURCE.stubs()).items():
+        assert points == 0, gid
+        assert "not implemented" in message.lower(), message
+
+
+# --------------------------------------------------------------------------
+# the corpus of simulated students
+
+CORPUS = load_corpus(ASSIGNMENT)
+
+
+def test_corpus_covers_every_graded_function():
+    for gid in GRADED:
+        entries = [e for e in CORPUS if gid in e.cells]
+        full = [e.name for e in entries if e.expect == "full"]
+        partial = [e.name for e in entries if e.expect == "partial"]
+        assert len(full) >= 2 and len(partial) >= 4, (gid, full, partial)
+    assert all(e.hint for e in CORPUS if e.expect == "partial")
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=lambda e: e.name)
+def test_corpus_student(entry):
+    assert set(entry.cells) <= set(SOLUTIONS)
+    results = grade_all(entry.cells)
+    total = sum(points for points, _ in results.values())
+    messages = "\n".join(message for _, message in results.values())
+    if entry.expect == "full":
+        assert total == MAX_SCORE, messages
+    else:
+        assert 0 < total < MAX_SCORE, messages
+        assert entry.hint.lower() in messages.lower(), messages
+
+
+# --------------------------------------------------------------------------
+# forbidden: nn.MultiheadAttention and F.multi_head_attention_forward, however reached
+
+SMALL = [dict(), dict(key_padding_mask="bool", L=4, S=6)]
+
+
+def _reference_class():
+    return student()["MultiHeadAttention"]
+
+
+def _functional_cheat(call):
+    Reference = _reference_class()
+
+    class Cheat(Reference):
+        def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
+                    average_attn_weights=True):
+            mine = super().forward(query, key, value, key_padding_mask, attn_mask, need_weights, average_attn_weights)
+            try:
+                call(self, query, key, value, key_padding_mask)
+            except Exception:
+                pass  # swallowing an error hides nothing
+            return mine
+
+    return Cheat
+
+
+def _mhaf(fn):
+    def call(self, query, key, value, key_padding_mask):
+        return fn(query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), self.embed_dim,
+                  self.num_heads, self.in_proj_weight, self.in_proj_bias, None, None, False, 0.0,
+                  self.out_proj.weight, self.out_proj.bias, training=False, key_padding_mask=key_padding_mask)
+    return call
+
+
+def _native(fn):
+    def call(self, query, key, value, key_padding_mask):
+        return fn(query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                  self.out_proj.weight, self.out_proj.bias)
+    return call
+
+
+def _inside_forward(self, query, key, value, key_padding_mask):
+    mha = nn.MultiheadAttention(self.embed_dim, self.num_heads, batch_first=True).to(query)
+    return mha(query, key, value, key_padding_mask=key_padding_mask)
+
+
+def _wrapper():
+    class Wrapper(nn.Module):  # the real module as a submodule, its parameters renamed by hand
+        def __init__(self, embed_dim, num_heads, bias=True):
+            super().__init__()
+            self.inner = nn.MultiheadAttention(embed_dim, num_heads, bias=bias, batch_first=True)
+
+        def load_state_dict(self, state, strict=True):
+            return self.inner.load_state_dict(state, strict)
+
+        def forward(self, query, key, value, **kwargs):
+            return self.inner(query, key, value, **kwargs)
+
+    return Wrapper
+
+
+def _subclass_own_forward():
+    Reference = _reference_class()
+
+    class Sub(nn.MultiheadAttention):  # inherits the parameters, computes with the reference code
+        def __init__(self, embed_dim, num_heads, bias=True):
+            super().__init__(embed_dim, num_heads, bias=bias, batch_first=True)
+            self.head_dim = embed_dim // num_heads
+
+        forward = Reference.forward
+
+    return Sub
+
+
+def _subclass():
+    class Sub(nn.MultiheadAttention):
+        def __init__(self, embed_dim, num_heads, bias=True):
+            super().__init__(embed_dim, num_heads, bias=bias, batch_first=True)
+
+    return Sub
+
+
+@pytest.mark.parametrize("how, shown", [
+    ("F", "F.multi_head_attention_forward"),
+    ("alias", "F.multi_head_attention_forward"),
+    ("torch.nn.functional", "F.multi_head_attention_forward"),
+    ("native", "nn.MultiheadAttention"),
+    ("aten op", "nn.MultiheadAttention"),
+    ("inside forward", "F.multi_head_attention_forward"),
+    ("submodule", "nn.MultiheadAttention"),
+    ("subclass", "nn.MultiheadAttention"),
+    ("subclass, own forward", "nn.MultiheadAttention"),
+])
+def test_forbidden_api_is_caught_however_it_is_reached(how, shown):
+    from torch.nn.functional import multi_head_attention_forward as alias
+
+    cls = {
+        "F": lambda: _functional_cheat(_mhaf(F.multi_head_attention_forward)),
+        "alias": lambda: _functional_cheat(_mhaf(alias)),
+        "torch.nn.functional": lambda: _functional_cheat(_mhaf(torch.nn.functional.multi_head_attention_forward)),
+        "native": lambda: _functional_cheat(_native(torch._native_multi_head_attention)),
+        "aten op": lambda: _functional_cheat(_native(torch.ops.aten._native_multi_head_attention.default)),
+        "inside forward": lambda: _functional_cheat(_inside_forward),
+        "submodule": _wrapper,
+        "subclass": _subclass,
+        "subclass, own forward": _subclass_own_forward,
+    }[how]()
+    with pytest.raises(CheckFailed, match=f"calls .*{re.escape(shown)}.*earns no points"):
+        check_multi_head_attention(cls, points=2, cases=SMALL, device=CPU)
+
+
+def test_forbidden_detector_ignores_other_calls():
+    with ForbiddenCalls(FORBIDDEN_MHA) as guard:
+        x = torch.randn(2, 3, 4)
+        F.scaled_dot_product_attention(x, x, x)
+        F.linear(x, torch.randn(4, 4)).softmax(-1)
+        nn.Linear(4, 4)(x)
+    assert guard.seen == []
+
+
+def test_the_reference_may_use_scaled_dot_product_attention():
+    ns = student()
+
+    class WithSDPA(ns["MultiHeadAttention"]):
+        def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
+                    average_attn_weights=True):
+            out, weights = super().forward(query, key, value, key_padding_mask, attn_mask, need_weights,
+                                           average_attn_weights)
+            F.scaled_dot_product_attention(query, key, value)
+            return out, weights
+
+    assert report(check_multi_head_attention, WithSDPA, SMALL).startswith("✓")
+
+
+# --------------------------------------------------------------------------
+# references, inputs, masks
+
+
+def _captured(spec):
+    """The case's inputs as the student's module receives them, and the case."""
+    case, got = _mha_case(spec, CPU), {}
+
+    class Capture(nn.Module):
+        def __init__(self, E, H, bias=True):
+            super().__init__()
+
+        def load_state_dict(self, state, strict=True):
+            got["state"] = state
+
+        def forward(self, query, key, value, **kwargs):
+            got.update(query=query, key=key, value=value, **kwargs)
+            return query, None
+
+    case.run(Capture)
+    return case, got
+
+
+MHA_SPECS = [
+    dict(), dict(L=3, S=7), dict(bias=False, dtype="float64"), dict(average_attn_weights=False, H=4),
+    dict(attn_mask="bool", key_padding_mask="bool", S=6),
+    dict(attn_mask="float", key_padding_mask="float", L=4, S=9, H=4),
+    dict(attn_mask="bool", mask_per_head=True, key_padding_mask="bool", batch=3, E=16, H=4),
+    dict(attn_mask="float", mask_per_head=True, L=3, S=4, H=4, average_attn_weights=False),
+    dict(need_weights=False, key_padding_mask="bool"), dict(batch=1, L=1, S=2, E=6, H=3),
+]
+
+
+@pytest.mark.parametrize("spec", MHA_SPECS, ids=repr)
+def test_formula_agrees_with_nn_multihead_attention(spec):
+    c = with_defaults(spec, MHA_DEFAULTS)
+    case, got = _captured(spec)
+
+    def f64(t):
+        return t if t is None or t.dtype == torch.bool else t.double()
+
+    params = {name: p.double() for name, p in got["state"].items()}
+    args = [got[n].double() for n in ("query", "key", "value")]
+    kpm, am = f64(got.get("key_padding_mask")), f64(got.get("attn_mask"))
+    formula = mha_formula(params, c["H"], *args, kpm, am, c["average_attn_weights"])
+    torch.testing.assert_close(formula["attn_output"], case.expected["attn_output"], rtol=1e-12, atol=1e-12)
+    output, weights = mha_reference(params, c["H"], *args, kpm, am, True, c["average_attn_weights"])
+    torch.testing.assert_close(formula["attn_weights"], weights, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
+    if c["need_weights"]:
+        torch.testing.assert_close(weights, case.expected["attn_weights"], rtol=1e-12, atol=1e-12)
+    else:
+        assert case.expected["attn_weights is None"] is True
+    assert not case.expected["attn_output"].isnan().any()
+
+
+@pytest.mark.parametrize("spec", [dict(attn_mask="bool", key_padding_mask="bool", L=6, S=3, H=4),
+                                  dict(attn_mask="bool", key_padding_mask="bool", mask_per_head=True, batch=4, S=2),
+                                  dict(attn_mask="float", key_padding_mask="float", L=7, S=2)])
+def test_generated_masks_never_hide_every_key_of_a_query(spec):
+    c = with_defaults(spec, MHA_DEFAULTS)
+    for seed in range(20):
+        _, got = _captured(dict(spec, seed=seed))
+        am, kpm = got["attn_mask"], got["key_padding_mask"]
+        B, H = got["query"].size(0), c["H"]
+        blocked_am = am if am.dtype == torch.bool else am.isinf()
+        blocked_kpm = kpm if kpm.dtype == torch.bool else kpm.isinf()
+        per_head = blocked_am.view(B, H, *blocked_am.shape[-2:]) if blocked_am.dim() == 3 else blocked_am
+        assert not (per_head | blocked_kpm[:, None, None, :]).all(-1).any()
+        # attn_mask and its inverse keep a key in every row (key_padding_mask may lose its padding
+        # where both masks would otherwise hide every key)
+        assert (~blocked_am).any(-1).all() and blocked_am.any(-1).all() and (~blocked_kpm).any(-1).all()
+
+
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    _, a = _captured(dict(attn_mask="float", key_padding_mask="float"))
+    _, b = _captured(dict(attn_mask="float", key_padding_mask="float"))
+    _, c = _captured(dict(attn_mask="float", key_padding_mask="float", seed=1))
+    _count_case(dict())
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(a[k], b[k]) for k in ("query", "attn_mask", "key_padding_mask"))
+    assert all(torch.equal(a["state"][k], b["state"][k]) for k in a["state"])
+    assert not torch.equal(a["query"], c["query"])
+    _, x32 = _captured(dict(seed=7))
+    _, x64 = _captured(dict(seed=7, dtype="float64"))
+    assert torch.equal(x64["query"].float(), x32["query"])
+    assert x64["query"] is x64["key"] is x64["value"]  # self-attention: one tensor
+
+
+def test_multiply_adds_reference_is_what_pytorch_computes():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    for n, d, h in [(4, 512, 8), (1, 8, 2), (7, 12, 3), (33, 16, 16)]:
+        module = nn.MultiheadAttention(d, h, batch_first=True, device="meta")
+        x = torch.empty(1, n, d, device="meta")
+        with FlopCounterMode(display=False) as counter:
+            module(x, x, x)
+        assert counter.get_total_flops() == 2 * multiply_adds_reference(n, d, h) == 2 * (4 * n * d * d + 2 * n * n * d)
+
+
+def test_parameter_count_reference():
+    for E, H, bias in [(16, 4, True), (16, 8, True), (512, 8, True), (15, 5, False)]:
+        assert _count_case(dict(embed_dim=E, num_heads=H, bias=bias)).expected["count"] == 4 * E * E + 4 * E * bias
+    assert _count_case(dict(embed_dim=16, num_heads=4)).expected["count"] == 1088  # the source's figure
+
+
+def test_unknown_case_keys_and_bad_combinations_are_instructor_errors():
+    with pytest.raises(ValueError, match="unknown case keys"):
+        check_multi_head_attention(nn.Module, points=1, cases=[dict(num_heads=2)], device=CPU)
+    with pytest.raises(ValueError, match="one kind"):
+        check_multi_head_attention(nn.Module, points=1, cases=[dict(attn_mask="bool", key_padding_mask="float")])
+    with pytest.raises(ValueError, match="divisible"):
+        check_split_heads(lambda x, h: x, points=1, cases=[dict(E=6, H=4)])
+
+
+# --------------------------------------------------------------------------
+# plain values, and outcomes as the autograder records and judges them
+
+
+def test_numbers_in_other_types_are_taken_as_ints():
+    import numpy as np
+
+    for answer in (lambda E, H, bias=True: np.int64(4 * E * E + 4 * E),
+                   lambda E, H, bias=True: torch.tensor(4 * E * E + 4 * E),
+                   lambda E, H, bias=True: float(4 * E * E + 4 * E)):
+        assert report(check_mha_parameter_count, answer, [dict(), dict(embed_dim=8)]).startswith("✓")
+    assert "got '1088', expected 1088" in report(check_mha_parameter_count, lambda E, H, bias=True: "1088", [dict()])
+    assert "got 1088.5, expected 1088" in report(check_mha_parameter_count, lambda E, H, bias=True: 1088.5, [dict()])
+
+
+def _builders():
+    ns = student()
+    yield _split_case, ns["split_heads"], [dict(), dict(dtype="float64", batch=1, L=1)]
+    yield _merge_case, ns["merge_heads"], [dict(), dict(dtype="float64", H=1)]
+    yield _mha_case, ns["MultiHeadAttention"], [dict(check="parameters"), dict(check="parameters", bias=False),
+                                                dict(need_weights=False), dict(attn_mask="bool", L=3, S=4),
+                                                dict(dtype="float64", average_attn_weights=False, H=4)]
+    yield _count_case, ns["mha_parameter_count"], [dict(), dict(bias=False)]
+    yield _cost_case, ns["mha_multiply_adds"], [dict(), dict(n=4096, d=512, num_heads=8)]
+
+
+def _wrong():
+    """A wrong answer of each kind, to see its verdict survive the record."""
+    ns = student()
+    Reference = ns["MultiHeadAttention"]
+
+    class NeverNone(Reference):
+        def forward(self, *args, **kwargs):
+            out, weights = super().forward(*args, **{**kwargs, "need_weights": True})
+            return out * 2, weights
+
+    return {_split_case: lambda x, h: ns["split_heads"](x, h).flip(-1),
+            _merge_case: lambda x: ns["merge_heads"](x).flip(-1),
+            _mha_case: NeverNone, _count_case: lambda *a, **k: 7, _cost_case: lambda *a: 7.5}
+
+
+def test_recorded_outcomes_are_judged_as_in_the_kernel():
+    wrong = _wrong()
+    for build, right, specs in _builders():
+        for fn in (right, wrong[build]):
+            for spec in specs:
+                case = build(spec, CPU) if build in (_split_case, _merge_case, _mha_case) else build(spec)
+                outcome = probe(fn, case, ForbiddenCalls(FORBIDDEN_MHA))
+                assert outcome.error is None, outcome.error
+                replayed, device = decode_outcome(_encode_outcome(outcome, case.like))
+                fresh = build(spec, CPU) if build in (_split_case, _merge_case, _mha_case) else build(spec)
+                here, there = judge(outcome, case), judge(replayed, fresh)
+                assert (here.fraction, here.lines, here.hints) == (there.fraction, there.lines, there.hints), spec
+                if spec.get("check") != "parameters":  # the wrong module has the right parameters
+                    assert (here.fraction == 1) == (fn is right), (fn, spec, here.lines)
+
+
+def test_the_grader_scan_finds_the_forbidden_names():
+    from autograder.judge import SourceScanner, StudentObject
+
+    names = sorted(set(FORBIDDEN_MHA.values()))
+    for entry in CORPUS:
+        cells = {**SOLUTIONS, **entry.cells}
+        found = SourceScanner(list(cells.values())).uses(StudentObject("MultiHeadAttention"), names)
+        expected = {"mha_wraps_nn_multihead_attention": ["nn.MultiheadAttention"],
+                    "mha_calls_functional": ["F.multi_head_attention_forward"]}.get(entry.name, [])
+        assert found == expected, entry.name
+
+
+# --------------------------------------------------------------------------
+# tolerances: float32 holds with TF32 matmuls, as on a GPU
+
+
+def _tf32_mha_class():
+    Reference = _reference_class()
+
+    def mm(a, b):
+        return _tf32(a) @ _tf32(b) if a.dtype == torch.float32 else a @ b
+
+    class TF32(Reference):
+        def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
+                    average_attn_weights=True):
+            B, L, E = query.shape
+            S, H = key.size(1), self.num_heads
+            w = self.in_proj_weight.chunk(3)
+            b = self.in_proj_bias.chunk(3) if self.in_proj_bias is not None else (0, 0, 0)
+            q, k, v = (mm(x, wi.T) + bi for x, wi, bi in zip((query, key, value), w, b))
+            q, k, v = (x.view(B, x.size(1), H, -1).transpose(1, 2) for x in (q, k, v))
+            scores = mm(q, k.transpose(-2, -1)) / math.sqrt(E // H)
+            if attn_mask is not None:
+                m = attn_mask.view(B, H, L, S) if attn_mask.dim() == 3 else attn_mask
+                scores = scores.masked_fill(m, float("-inf")) if m.dtype == torch.bool else scores + m
+            if key_padding_mask is not None:
+                m = key_padding_mask.view(B, 1, 1, S)
+                scores = scores.masked_fill(m, float("-inf")) if m.dtype == torch.bool else scores + m
+            weights = scores.softmax(-1)
+            out = mm(mm(weights, v).transpose(1, 2).reshape(B, L, E), self.out_proj.weight.T)
+            if self.out_proj.bias is not None:
+                out = out + self.out_proj.bias
+            return out, (weights.mean(1) if average_attn_weights else weights) if need_weights else None
+
+    return TF32
+
+
+def test_float32_tolerance_holds_for_tf32_matmuls():
+    namespace = student()
+    namespace["MultiHeadAttention"] = _tf32_mha_class()
+    for gid, cell in TESTS.items():
+        if "check_multi_head_attention" in cell.source:
+            points, message = run_test_cell(cell, namespace)
+            assert points == float(_nbgrader(cell)["points"]), message
+
+
+def test_outputs_on_another_dtype_lose_the_structure_share():
+    Reference = _reference_class()
+
+    class Float64Out(Reference):
+        def forward(self, query, *args, **kwargs):
+            out, weights = super().forward(query, *args, **kwargs)
+            return out.double(), weights
+
+    text = report(check_multi_head_attention, Float64Out, [dict()])
+    assert "dtype float64, expected float32" in text
+
+
+# --------------------------------------------------------------------------
+# diagnoses the corpus does not cover
+
+
+def _mha_variant(**change):
+    Reference = _reference_class()
+
+    class Variant(Reference):
+        def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
+                    average_attn_weights=True):
+            B, L, E = query.shape
+            S, H = key.size(1), self.num_heads
+            w_q, w_k, w_v = self.in_proj_weight.chunk(3)
+            b_q, b_k, b_v = self.in_proj_bias.chunk(3)
+            if change.get("untransposed"):
+                q, k, v = query @ w_q + b_q, key @ w_k + b_k, value @ w_v + b_v
+            else:
+                q, k, v = F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+            if change.get("interleaved"):
+                q, k, v = (x.view(B, -1, E // H, H).permute(0, 3, 1, 2) for x in (q, k, v))
+            else:
+                q, k, v = (x.view(B, -1, H, E // H).transpose(1, 2) for x in (q, k, v))
+            scores = q @ k.transpose(-2, -1) / (1 if change.get("no_scale") else math.sqrt(E // H))
+            if key_padding_mask is not None and not change.get("ignore_kpm"):
+                scores = scores.masked_fill(key_padding_mask.view(B, 1, 1, S), float("-inf"))
+            weights = scores.softmax(-1)
+            out = self.out_proj((weights @ v).transpose(1, 2).reshape(B, L, E))
+            weights = weights.sum(1) if change.get("summed") else weights.mean(1)
+            return out, weights
+
+    return Variant
+
+
+@pytest.mark.parametrize("change, cases, hint", [
+    (dict(untransposed=True), [dict()], "in_proj_weight untransposed"),
+    (dict(interleaved=True), [dict(H=4)], "interleaved features"),
+    (dict(no_scale=True), [dict(E=16, H=2)], "not scaled"),
+    (dict(ignore_kpm=True), [dict(key_padding_mask="bool")], "ignores key_padding_mask"),
+    (dict(summed=True), [dict(H=4)], "summed over the heads"),
+])
+def test_more_mha_diagnoses(change, cases, hint):
+    text = report(check_multi_head_attention, _mha_variant(**change), cases)
+    assert hint in text, text
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda x: x.mean(1), "You average the heads"),
+    (lambda x: x.sum(1), "You sum the heads"),
+])
+def test_more_merge_diagnoses(fn, hint):
+    assert hint in report(check_merge_heads, fn, [dict()])
+
+
+def test_more_count_diagnoses():
+    def one_head(E, H, bias=True):
+        return 3 * E * (E // H) + 3 * (E // H) + E * E + E
+
+    assert "shrinks with num_heads" in report(check_mha_parameter_count, one_head, [dict(), dict(num_heads=8)])
+    only_attention = report(check_mha_multiply_adds, lambda n, d, h: 2 * n * n * d, [dict()])
+    assert "leaves out the projections" in only_attention

@@ -1,0 +1,227 @@
+"""Fast in-process tests of attention_checks.self_attention, driven by the 01-self-attention source notebook."""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import re
+from collections import Counter
+
+import pytest
+import torch
+
+from attention_checks import CheckFailed
+from attention_checks.core import close
+from attention_checks.self_attention import (
+    _attention_case,
+    _scores_case,
+    check_attention_scores,
+    check_simple_self_attention,
+)
+from notebook_harness import SourceNotebook, corpus_files, free_names, load_corpus
+from test_attention_checks import _nbgrader, _tf32
+
+ASSIGNMENT = "01-self-attention"
+NB = SourceNotebook(ASSIGNMENT)
+CPU = torch.device("cpu")
+FUNCTIONS = {"attention_scores": (check_attention_scores, _scores_case),
+             "simple_self_attention": (check_simple_self_attention, _attention_case)}
+
+
+# --------------------------------------------------------------------------
+# the notebook's structure
+
+
+def test_notebook_layout():
+    assert NB.nb.metadata.kernelspec.name == "python3"
+    assert len(NB.cells) == len(NB.nb.cells), "grade_ids must be unique"
+    assert set(NB.solutions) == set(FUNCTIONS)
+    for gid, source in NB.solutions.items():
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
+    hidden = NB.hidden()
+    assert hidden and len(hidden) < len(NB.tests)
+    for gid, cell in NB.tests.items():
+        meta = _nbgrader(cell)
+        assert meta["locked"] and not meta["solution"] and meta["schema_version"] == 3
+        # the points passed to the check are the cell's points, and the check is the last expression
+        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
+        assert not cell.source.rstrip().endswith(";"), gid
+        # only the check function, the student's function and the cell's own case list
+        names = free_names(cell.source)
+        assert names <= {"dict", *FUNCTIONS, *(f"check_{f}" for f in FUNCTIONS)}, (gid, names)
+        if gid in hidden:
+            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+    for function in FUNCTIONS:  # every function has visible and hidden tests
+        cells = [gid for gid, c in NB.tests.items() if f"check_{function}(" in c.source]
+        assert set(cells) & set(hidden) and set(cells) - set(hidden), function
+    assert NB.max_score == 8
+
+
+def test_reference_solution_gets_full_marks():
+    for gid, (points, message) in NB.grade_all().items():
+        assert points == NB.points(gid), (gid, message)
+        assert message.startswith("✓"), message
+
+
+def test_stub_gets_zero_in_every_test_cell():
+    for gid, (points, message) in NB.grade_all(NB.stubs()).items():
+        assert points == 0, gid
+        assert "not implemented" in message.lower(), message
+
+
+def test_hidden_tests_cover_the_edge_cases():
+    for function in FUNCTIONS:
+        cases = [c for gid in NB.hidden() if f"check_{function}(" in NB.cells[gid].source for c in NB.cases(gid)]
+        assert any(c.get("B") == 1 for c in cases) and any(c.get("L") == 1 for c in cases), function
+        assert any(c.get("dtype") == "float64" for c in cases) and any("seed" in c for c in cases), function
+        assert any(c.get("L", 5) != c.get("D", 8) and c.get("L", 5) % 2 for c in cases), function
+
+
+# --------------------------------------------------------------------------
+# the corpus of simulated students
+
+
+CORPUS = load_corpus(ASSIGNMENT)
+
+
+def test_corpus_is_big_enough():
+    full = Counter(f for e in CORPUS if e.expect == "full" for f in e.cells)
+    partial = Counter(f for e in CORPUS if e.expect == "partial" for f in e.cells)
+    for function in FUNCTIONS:
+        assert full[function] >= 2 and partial[function] >= 4, function
+    assert all(e.hint for e in CORPUS if e.expect == "partial")
+    assert len(CORPUS) == len(corpus_files(ASSIGNMENT))
+
+
+@pytest.mark.parametrize("entry", CORPUS, ids=lambda e: e.name)
+def test_corpus_student(entry):
+    assert set(entry.cells) <= set(NB.solutions)
+    results = NB.grade_all(entry.cells)
+    total = sum(points for points, _ in results.values())
+    messages = "\n".join(message for _, message in results.values())
+    if entry.expect == "full":
+        assert total == NB.max_score, messages
+    else:
+        assert 0 < total < NB.max_score, messages
+        assert entry.hint.lower() in messages.lower(), messages
+
+
+# --------------------------------------------------------------------------
+# the cases and the known mistakes
+
+
+def _visible_cases(function: str) -> list[dict]:
+    return [c for gid, cell in NB.tests.items() if gid not in NB.hidden() and f"check_{function}(" in cell.source
+            for c in NB.cases(gid)]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_every_known_mistake_fails_a_visible_case(function):
+    """A mistake that no visible case tells from the reference would never be diagnosed."""
+    make = FUNCTIONS[function][1]
+    caught, seen = set(), set()
+    for spec in _visible_cases(function):
+        case = make(spec, CPU)
+        for name, mistake in case.mistakes().items():
+            seen.add(name)
+            if any(out is not None and not close(out, case.expected[key], case.like.dtype, equal_nan=True)
+                   for key, out in mistake.outputs.items()):
+                caught.add(name)
+    assert seen - caught == set()
+
+
+def _mm(a, b):
+    """A matmul as a GPU runs it with TF32 allowed (float32 inputs rounded to a 10-bit mantissa)."""
+    return _tf32(a) @ _tf32(b) if a.dtype == torch.float32 else a @ b
+
+
+def _tf32_attention(x):
+    weights = (_mm(x, x.transpose(-2, -1)) / math.sqrt(x.size(-1))).softmax(-1)
+    return _mm(weights, x), weights
+
+
+def test_float32_tolerance_holds_for_tf32_matmuls():
+    namespace = NB.student()
+    namespace["attention_scores"] = lambda x: _mm(x, x.transpose(-2, -1))
+    namespace["simple_self_attention"] = _tf32_attention
+    for gid, (points, message) in NB.grade_all(namespace=namespace).items():
+        assert points == NB.points(gid), (gid, message)
+
+
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    grab = []
+    for spec in (dict(), dict(), dict(seed=1), dict(seed=7, dtype="float64")):
+        _attention_case(spec, CPU).run(grab.append)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(grab[0], grab[1]) and not torch.equal(grab[0], grab[2])
+    seven = []
+    _attention_case(dict(seed=7), CPU).run(seven.append)
+    assert torch.equal(grab[3].float(), seven[0])  # the same numbers in every dtype
+
+
+def test_reference_weights_agree_with_pytorch_output():
+    for spec in (dict(), dict(B=1, L=4, D=512, std=0.2), dict(dtype="float64", L=1)):
+        case = _attention_case(spec, CPU)
+        x = []
+        case.run(x.append)
+        weights, output = case.expected["weights"], case.expected["output"]
+        torch.testing.assert_close(weights @ x[0].double(), output, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
+
+
+def _report(check, fn, cases) -> str:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            check(fn, points=1, cases=cases, device=CPU)
+        except CheckFailed as failed:
+            return str(failed)
+    return out.getvalue()
+
+
+def test_inputs_modified_in_place_do_not_confuse_the_diagnosis():
+    def scales_in_place(x):
+        x /= x.size(-1) ** 0.25  # x xᵀ / sqrt(D), and the caller's tensor changes
+        return x @ x.transpose(-2, -1)
+
+    report = _report(check_attention_scores, scales_in_place, [dict(dtype="float64")])
+    assert "x @ xᵀ" in report and "scaling belongs to simple_self_attention" in report, report
+
+
+def test_float64_computed_in_float32_is_reported():
+    def in_float32(x):
+        y = x.float()
+        return (y @ y.transpose(-2, -1)).to(x.dtype)
+
+    report = _report(check_attention_scores, in_float32, [dict(dtype="float64")])
+    assert "float32 precision only" in report, report
+
+
+def test_wrong_results_and_errors_get_partial_credit():
+    reference = NB.student()["simple_self_attention"]
+
+    def fails_for_one_token(x):
+        if x.size(1) == 1:
+            raise IndexError("no neighbours")
+        return reference(x)
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        score = check_simple_self_attention(fails_for_one_token, points=2, cases=[dict(), dict(L=1)], device=CPU)
+    assert score == 1.0 and "raised IndexError: no neighbours" in out.getvalue()
+
+
+def test_unknown_case_keys_are_an_instructor_error():
+    with pytest.raises(ValueError, match="unknown case keys"):
+        check_attention_scores(lambda x: x, points=1, cases=[dict(d=4)], device=CPU)
+
+
+def test_printing_inside_is_swallowed(capfd):
+    reference = NB.student()["attention_scores"]
+
+    def noisy(x):
+        print("hello")
+        return reference(x)
+
+    assert check_attention_scores(noisy, points=1, cases=[dict()], device=CPU) is None
+    out, err = capfd.readouterr()
+    assert err == "" and "hello" not in out and out.startswith("✓")

@@ -1,0 +1,334 @@
+"""Hostile and broken submissions, graded by the real CLI in one run.
+
+Each attack is an honest submission (its *twin*: the reference solution, or a wrong
+one) plus a cheat or a breakage. The grade must be what the twin honestly earns
+(``equal``), or no more than that (``at_most``): a cheat never adds points, and a
+breakage only costs the attacker.
+"""
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+import pytest
+
+from classroom import REPO, Results, grade, make_submission, reference_code, tree_digest
+
+ASSIGNMENT = "03-qkv"
+SDPA = "scaled_dot_product_attention"
+REFERENCE = reference_code(ASSIGNMENT)
+# A realistic bug that loses some points: no 1/sqrt(d_k) scaling.
+WRONG = {SDPA: REFERENCE[SDPA].replace("scale = 1 / math.sqrt(query.size(-1))", "scale = 1.0")}
+assert WRONG[SDPA] != REFERENCE[SDPA]
+FORGED_FILE = "/tmp/autograder-hostile-was-here"
+
+
+@dataclass
+class Attack:
+    name: str
+    kind: str
+    cheat: str = ""  # appended to the student's scaled_dot_product_attention cell
+    twin: str = "wrong"  # "wrong" or "reference": the honest submission under the cheat
+    tamper: Callable[[dict], dict] | None = None  # edits the notebook's JSON
+    expect: str = "equal"  # or "at_most"
+    status: str | tuple[str, ...] = "ok"  # the status, or the statuses that may come out
+    extra_files: dict[str, str] = field(default_factory=dict)
+
+
+def _cells(nb: dict, test: Callable[[dict], bool]) -> list[dict]:
+    return [c for c in nb["cells"] if test(c.get("metadata", {}).get("nbgrader", {}))]
+
+
+def _is_test(meta: dict) -> bool:
+    return bool(meta.get("grade")) and not meta.get("solution")
+
+
+def delete_tests(nb):
+    nb["cells"] = [c for c in nb["cells"] if not _is_test(c.get("metadata", {}).get("nbgrader", {}))]
+    return nb
+
+
+def rewrite_tests(nb):
+    for cell in _cells(nb, _is_test):
+        cell["source"] = "print('all tests pass')"
+    return nb
+
+
+def inflate_points(nb):
+    for cell in _cells(nb, _is_test):
+        cell["metadata"]["nbgrader"]["points"] = 100
+    return nb
+
+
+def make_tests_solutions(nb):
+    for cell in _cells(nb, _is_test):
+        cell["metadata"]["nbgrader"].update(solution=True, grade=False, locked=False)
+    return nb
+
+
+def rename_test_ids(nb):
+    for cell in _cells(nb, _is_test):
+        cell["metadata"]["nbgrader"]["grade_id"] += "_mine"
+    return nb
+
+
+def fake_outputs(nb):
+    for cell in _cells(nb, _is_test):
+        cell["outputs"] = [{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                            "data": {"text/plain": str(cell["metadata"]["nbgrader"]["points"])}}]
+    return nb
+
+
+def forged_records(nb):
+    """A record claiming the reference's output, planted in every test cell's outputs."""
+    for cell in _cells(nb, _is_test):
+        cell["outputs"] = [{"output_type": "display_data", "metadata": {},
+                            "data": {"application/vnd.attention-checks.outcomes+json": {"check": SDPA}}}]
+    return nb
+
+
+def duplicate_tests(nb):
+    copies = [json.loads(json.dumps(c)) for c in _cells(nb, _is_test)]
+    nb["cells"] += copies
+    return nb
+
+
+def duplicate_solution_with_fix(nb):
+    """The student's first try is wrong; a copy of the cell further down fixes it."""
+    (cell,) = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == SDPA]
+    fixed = json.loads(json.dumps(cell))
+    fixed["source"] = REFERENCE[SDPA]
+    nb["cells"].insert(nb["cells"].index(cell) + 1, fixed)
+    return nb
+
+
+def bash_kernel(nb):
+    nb["metadata"]["kernelspec"] = {"name": "bash", "display_name": "Bash", "language": "bash"}
+    return nb
+
+
+def strip_nbgrader_metadata(nb):
+    for cell in nb["cells"]:
+        cell.get("metadata", {}).pop("nbgrader", None)
+    return nb
+
+
+def code(text: str) -> str:
+    return "\n" + textwrap.dedent(text).strip() + "\n"
+
+
+ATTACKS = [
+    # -- patching the kernel: the verdict is made outside it ------------------------------
+    Attack("patch_allclose", "patches torch", code("""
+        import torch
+        torch.allclose = lambda *a, **k: True
+        torch.isclose = lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool)""")),
+    Attack("patch_assert_close", "patches torch", code("""
+        import torch.testing
+        torch.testing.assert_close = lambda *a, **k: None""")),
+    Attack("patch_tensor_eq_sub", "patches torch", code("""
+        import torch
+        torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)
+        torch.Tensor.__sub__ = lambda self, other: torch.zeros_like(self)"""), expect="at_most"),
+    Attack("patch_run_check", "patches the checks", code("""
+        import attention_checks.core as core, attention_checks.qkv as qkv
+        core.run_check = qkv.run_check = lambda *a, **k: None"""), expect="at_most"),
+    Attack("patch_compare", "patches the checks", code("""
+        import attention_checks.core as core
+        core.compare = lambda got, expected, like: core.Verdict(True, True, "ok")"""), expect="at_most"),
+    Attack("replace_reference", "patches the checks", code("""
+        import attention_checks.qkv as qkv
+        qkv.attention_reference = lambda *a, **k: dict(zip(("output", "weights"), scaled_dot_product_attention(*a, **k)))"""),
+        expect="at_most"),
+    Attack("forge_records", "patches the checks", code("""
+        import sys
+        record = sys.modules["attention_checks.record"]
+        import torch.nn.functional as F
+        real = record.publish
+        record.publish = lambda check, outcomes, likes, forbidden: real(check, outcomes, likes, [])"""),
+        expect="at_most"),
+    Attack("silence_display", "patches IPython", code("""
+        import IPython.display
+        IPython.display.display = lambda *a, **k: None"""), expect="at_most"),
+    Attack("break_stdout", "patches builtins", code("""
+        import builtins, sys
+        builtins.print = lambda *a, **k: None
+        sys.stderr = sys.stdout""")),
+    Attack("forbidden_via_getattr", "calls the mirrored API", code("""
+        import torch.nn.functional as F
+        _impl = getattr(F, "scaled_" + "dot_product_attention")
+        _real_scores = scaled_dot_product_attention
+        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+            out = _impl(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+            return out, _real_scores(query, key, value, attn_mask, is_causal, scale)[1]"""),
+        expect="at_most"),
+    # -- exiting, looping, exhausting ---------------------------------------------------------
+    Attack("system_exit", "exits", code("raise SystemExit(0)"), twin="reference"),
+    Attack("os_exit", "exits", code("import os\nos._exit(0)"), twin="reference", expect="at_most",
+           status="error"),
+    Attack("infinite_loop", "loops", code("while True:\n    pass"), twin="reference", status="timeout"),
+    Attack("slow_function", "loops", code("""
+        import time
+        _fast = scaled_dot_product_attention
+        def scaled_dot_product_attention(*args, **kwargs):
+            time.sleep(3600)
+            return _fast(*args, **kwargs)"""), twin="reference", expect="at_most", status="timeout"),
+    Attack("memory_hog", "exhausts memory", code("""
+        import torch
+        hog = torch.ones(2**34, dtype=torch.uint8)"""), twin="reference"),
+    Attack("fork_bomb", "exhausts processes", code("""
+        import os, time
+        try:
+            for _ in range(300):
+                if os.fork() == 0:
+                    time.sleep(600)
+                    os._exit(0)
+        except OSError:
+            pass"""), twin="reference", expect="at_most", status=("ok", "timeout")),
+    Attack("print_gigabytes", "floods output", code("""
+        import sys
+        for _ in range(200):
+            sys.stdout.write("x" * 10**6)"""), twin="reference"),
+    # -- reaching outside the kernel: a sandbox with nothing to find ---------------------------
+    Attack("read_solutions", "reads files", code(f"""
+        import json, glob
+        for path in glob.glob("/work/**/solutions/03-qkv/*.ipynb", recursive=True) + glob.glob("{REPO}/solutions/03-qkv/*.ipynb"):
+            for cell in json.load(open(path))["cells"]:
+                if "def {SDPA}" in "".join(cell["source"]):
+                    exec("".join(cell["source"]))""")),
+    Attack("read_other_students", "reads files", code("""
+        import glob
+        found = glob.glob("/tmp/**/*.ipynb", recursive=True) + glob.glob("../../**/*.ipynb", recursive=True)
+        found += glob.glob("/tmp/**/gradebook.db", recursive=True)
+        assert not found, found""")),
+    Attack("network", "uses the network", code("""
+        import urllib.request
+        try:
+            urllib.request.urlopen("https://pypi.org/simple/", timeout=3)
+        except OSError:
+            pass""")),
+    Attack("write_outside", "writes files", code(f"""
+        for path in ["{REPO}/README.md", "{FORGED_FILE}", "/tmp/x", "notes.txt"]:
+            try:
+                open(path, "w").write("pwned")
+            except OSError:
+                pass
+        import os
+        try:
+            os.symlink("{REPO}/README.md", "qkv.ipynb")
+        except OSError:
+            pass"""), twin="reference"),
+    # -- editing the notebook's JSON: rebuilt on the source notebook -----------------------------
+    Attack("delete_tests", "tampers with cells", tamper=delete_tests),
+    Attack("rewrite_tests", "tampers with cells", tamper=rewrite_tests),
+    Attack("inflate_points", "tampers with metadata", tamper=inflate_points),
+    Attack("tests_become_solutions", "tampers with metadata", tamper=make_tests_solutions),
+    Attack("rename_test_ids", "tampers with metadata", tamper=rename_test_ids),
+    Attack("strip_nbgrader_metadata", "tampers with metadata", tamper=strip_nbgrader_metadata),
+    Attack("fake_outputs", "tampers with outputs", tamper=fake_outputs),
+    Attack("forged_records_in_json", "tampers with outputs", tamper=forged_records),
+    Attack("duplicate_tests", "duplicates cells", tamper=duplicate_tests),
+    Attack("duplicate_solution_with_fix", "duplicates cells", tamper=duplicate_solution_with_fix, twin="reference"),
+    Attack("bash_kernelspec", "tampers with the kernelspec", tamper=bash_kernel, twin="reference"),
+    Attack("shadow_checks_package", "adds files", twin="reference",
+           extra_files={"attention_checks/__init__.py": "", "attention_checks/qkv.py":
+                        "def check_project_qkv(*a, **k): pass\ndef check_scaled_dot_product_attention(*a, **k): pass\n"}),
+]
+assert len(ATTACKS) >= 25
+
+
+class HostileClass:
+    def __init__(self, tmp: Path):
+        self.root, self.out = tmp / "submitted", tmp / "results"
+        make_submission(self.root, "twin-reference", ASSIGNMENT)
+        make_submission(self.root, "twin-wrong", ASSIGNMENT, WRONG)
+        for attack in ATTACKS:
+            base = REFERENCE if attack.twin == "reference" else WRONG
+            path = make_submission(self.root, attack.name, ASSIGNMENT, {SDPA: base[SDPA] + attack.cheat})
+            if attack.tamper:
+                path.write_text(json.dumps(attack.tamper(json.loads(path.read_text()))))
+            for name, content in attack.extra_files.items():
+                (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+                (path.parent / name).write_text(content)
+        self.malformed()
+        self.digest = tree_digest(self.root)
+        self.readme = (REPO / "README.md").read_bytes()
+        self.process = grade(self.root, self.out, "--cell-timeout", "5", "--notebook-timeout", "60")
+        assert self.process.returncode == 0, self.process.stderr[-3000:]
+        self.results = Results.read(self.out)
+
+    def malformed(self):
+        def put(student, text):
+            path = self.root / student / ASSIGNMENT / "qkv.ipynb"
+            path.parent.mkdir(parents=True)
+            path.write_text(text)
+        put("invalid-json", '{"cells": [')
+        put("empty-file", "")
+        put("nbformat-3", json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}))
+        put("new-notebook", nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1+1")])))
+        (self.root / "only-extra-files" / ASSIGNMENT).mkdir(parents=True)
+        (self.root / "only-extra-files" / ASSIGNMENT / "answers.py").write_text("print(1)")
+
+    def row(self, student):
+        return self.results.grades[(student, ASSIGNMENT)]
+
+    def score(self, student):
+        return float(self.row(student)["score"])
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    return HostileClass(tmp_path_factory.mktemp("hostile"))
+
+
+def test_twins_are_graded_as_usual(hostile):
+    full = float(hostile.row("twin-reference")["max_score"])
+    assert hostile.score("twin-reference") == full
+    assert 0 < hostile.score("twin-wrong") < full
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
+def test_attack_earns_no_more_than_its_honest_twin(hostile, attack):
+    row, twin = hostile.row(attack.name), hostile.score(f"twin-{attack.twin}")
+    assert row["max_score"] == hostile.row("twin-reference")["max_score"], "max score was changed"
+    assert row["status"] in ((attack.status,) if isinstance(attack.status, str) else attack.status), row
+    if attack.expect == "equal":
+        assert hostile.score(attack.name) == twin, row
+    else:  # the wrong twin scores below full marks (test_twins_are_graded_as_usual)
+        assert hostile.score(attack.name) <= twin, row
+
+
+@pytest.mark.parametrize("student, status, reason", [
+    ("invalid-json", "invalid", "not valid JSON"),
+    ("empty-file", "invalid", "not valid JSON"),
+    ("nbformat-3", "invalid", "nbformat: 3"),
+    ("new-notebook", "invalid", "another assignment"),
+    ("only-extra-files", "missing", "qkv.ipynb not found"),
+])
+def test_malformed_submissions_get_a_status_and_a_reason(hostile, student, status, reason):
+    row = hostile.row(student)
+    assert (row["status"], float(row["score"])) == (status, 0.0)
+    assert reason in row["reason"]
+
+
+def test_forbidden_calls_are_named(hostile):
+    messages = " ".join(t["message"] for t in hostile.results.notebooks[("forbidden_via_getattr", ASSIGNMENT)]["tests"])
+    assert "calls F.scaled_dot_product_attention" in messages
+    messages = " ".join(t["message"] for t in hostile.results.notebooks[("forge_records", ASSIGNMENT)]["tests"])
+    assert "the course's own checks" in messages
+
+
+def test_nothing_outside_the_sandbox_changed(hostile):
+    assert tree_digest(hostile.root) == hostile.digest
+    assert (REPO / "README.md").read_bytes() == hostile.readme
+    assert not Path(FORGED_FILE).exists()
+
+
+def test_output_flood_is_capped(hostile):
+    results = (hostile.out / "results.json").stat().st_size
+    feedback = (hostile.out / "feedback" / "print_gigabytes" / ASSIGNMENT / "qkv.html").stat().st_size
+    assert results < 5 * 1024**2 and feedback < 40 * 1024**2
