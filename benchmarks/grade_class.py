@@ -61,6 +61,7 @@ def grade_ours(root: Path, out: Path, jobs: int) -> float:
 def grade_plain(root: Path, pairs: list[tuple[str, str]], course: Path) -> tuple[list[float], dict]:
     """Plain nbgrader, as its documentation runs it: one `nbgrader autograde` per student and assignment."""
     nbgrader = Path(sys.executable).with_name("nbgrader")
+    course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "bench"\n')
     shutil.copytree(REPO / "solutions", course / "source")
     env = dict(os.environ, PYTHONPATH=str(REPO))
