@@ -22,6 +22,8 @@ from .submissions import SubmissionsError, discover, find_root, unpack_zip
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # nbgrader runs tools of its environment (alembic) by name: find them without an activated venv.
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     # nbgrader's gradebook code trips SQLAlchemy 2 warnings that say nothing to an instructor.
     warnings.filterwarnings("ignore", module="nbgrader")
     try:

@@ -59,8 +59,11 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
 
 
 def _check_is_this_assignment(notebook, release_cells: dict) -> None:
-    """A notebook with none of the assignment's cells is another notebook, not an empty answer."""
-    if not any(identify(cell, set(release_cells), release_cells) for cell in notebook.cells):
+    """A notebook with none of the assignment's solution or test cells is another notebook
+    (every notebook has a setup cell), not an empty answer."""
+    own = {grade_id for grade_id, cell in release_cells.items()
+           if cell.metadata["nbgrader"].get("solution") or cell.metadata["nbgrader"].get("grade")}
+    if not any(identify(cell, set(release_cells), release_cells) in own for cell in notebook.cells):
         raise ValueError("none of this assignment's cells are in the notebook: is it the notebook of "
                          "another assignment, or a new notebook?")
 

@@ -81,13 +81,26 @@ def discover(root: Path, assignments: list[str], notebooks: dict[str, list[str]]
     """
     students = _subdirs(root)
     present = sorted({d.name for s in students for d in _subdirs(s)} & set(assignments))
+    twins = _same_ids(students)
     found = []
     for student in students:
         for assignment in present:
             for notebook in notebooks[assignment]:
                 path, note = _locate(student / assignment, notebook, len(notebooks[assignment]))
+                if student.name in twins:
+                    note = "; ".join(filter(None, [note, twins[student.name]]))
                 found.append(Submission(student.name, assignment, notebook, path, note))
     return found
+
+
+def _same_ids(students: list[Path]) -> dict[str, str]:
+    """Folders whose names differ only in case or spaces ('Ann', 'ann '): the same student
+    submitted twice, or two students an instructor must tell apart. Each is graded, with a note."""
+    by_key: dict[str, list[str]] = {}
+    for student in students:
+        by_key.setdefault(student.name.strip().casefold(), []).append(student.name)
+    return {name: "same student id as " + ", ".join(repr(other) for other in names if other != name)
+            for names in by_key.values() if len(names) > 1 for name in names}
 
 
 def _locate(folder: Path, notebook: str, notebooks_expected: int) -> tuple[Path | None, str]:

@@ -64,7 +64,7 @@ def grade_plain(root: Path, pairs: list[tuple[str, str]], course: Path) -> tuple
     course.mkdir(parents=True)
     (course / "nbgrader_config.py").write_text('c = get_config()\nc.CourseDirectory.course_id = "bench"\n')
     shutil.copytree(REPO / "solutions", course / "source")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), PATH=f"{nbgrader.parent}{os.pathsep}{os.environ['PATH']}")
     for assignment in sorted({a for _, a in pairs}):
         subprocess.run([str(nbgrader), "generate_assignment", assignment, "--force"], cwd=course, env=env,
                        check=True, capture_output=True)

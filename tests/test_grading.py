@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -150,6 +152,27 @@ def test_zip_from_another_directory_gives_the_same_grades(graded, tmp_path):
     again = Results.read(tmp_path / "out")
     for student in ("reference", "stub", "corrupt"):
         assert again.grades[(student, graded.assignment)] == graded.row(student)
+
+
+def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(graded, tmp_path):
+    subset, out = tmp_path / "class", tmp_path / "out"
+    for student in ("reference", "stub", "corrupt"):
+        shutil.copytree(graded.root / student, subset / student)
+    process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(subset), "--out", str(out),
+                                "--quiet"], cwd=REPO)
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline and not any(out.glob(".feedback-staging/*/*/*")):
+        time.sleep(0.1)
+    killed_mid_run = process.poll() is None
+    process.kill()
+    process.wait()
+    if killed_mid_run:  # results are written at the end, atomically: nothing half-done is left to read
+        assert not (out / "grades.csv").exists() and not (out / "results.json").exists()
+    assert grade(subset, out).returncode == 0
+    again = Results.read(out)
+    for student in ("reference", "stub", "corrupt"):
+        assert again.grades[(student, graded.assignment)] == graded.row(student)
+    assert not (out / ".feedback-staging").exists()
 
 
 def _git_status() -> str:

@@ -270,6 +270,7 @@ class HostileClass:
         put("empty-file", "")
         put("nbformat-3", json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": []}))
         put("new-notebook", nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1+1")])))
+        put("other-assignment", (REPO / "exercises" / "01-self-attention" / "self_attention.ipynb").read_text())
         (self.root / "only-extra-files" / ASSIGNMENT).mkdir(parents=True)
         (self.root / "only-extra-files" / ASSIGNMENT / "answers.py").write_text("print(1)")
 
@@ -307,6 +308,7 @@ def test_attack_earns_no_more_than_its_honest_twin(hostile, attack):
     ("empty-file", "invalid", "not valid JSON"),
     ("nbformat-3", "invalid", "nbformat: 3"),
     ("new-notebook", "invalid", "another assignment"),
+    ("other-assignment", "invalid", "another assignment"),
     ("only-extra-files", "missing", "qkv.ipynb not found"),
 ])
 def test_malformed_submissions_get_a_status_and_a_reason(hostile, student, status, reason):

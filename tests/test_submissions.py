@@ -41,6 +41,15 @@ def test_a_single_renamed_notebook_is_taken(tmp_path):
     assert sub.path == copy and "qkv-Copy1.ipynb" in sub.note
 
 
+def test_a_duplicated_student_is_graded_twice_with_a_note(tmp_path):
+    for name in ("Ann", "ann "):
+        _touch(tmp_path / name / "03-qkv" / "qkv.ipynb")
+    _touch(tmp_path / "ben" / "03-qkv" / "qkv.ipynb")
+    notes = {s.student_id: s.note for s in discover(tmp_path, ["03-qkv"], NOTEBOOKS)}
+    assert notes["Ann"] == "same student id as 'ann '" and notes["ann "] == "same student id as 'Ann'"
+    assert notes["ben"] == ""
+
+
 def test_find_root_skips_wrapping_folders(tmp_path):
     _touch(tmp_path / "export" / "submitted" / "ann" / "03-qkv" / "qkv.ipynb")
     (tmp_path / "__MACOSX").mkdir()
