@@ -19,12 +19,13 @@ import io
 import pkgutil
 from typing import Any, Sequence
 
-import attention_checks
-from attention_checks.core import CheckFailed, PartialCredit
-from attention_checks.record import MIME, Replay, replaying
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
+
+import attention_checks
+from attention_checks.core import CheckFailed, PartialCredit
+from attention_checks.record import MIME, Replay, replaying
 
 # Errors the executor writes into a cell (not the student's): they stay in the outputs.
 EXECUTOR_ERRORS = {"CellTimeoutError", "DeadKernelError"}

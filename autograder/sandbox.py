@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from attention_checks.record import MIME
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Integer, Unicode
+
+from attention_checks.record import MIME
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]

@@ -10,14 +10,13 @@ import ast
 import contextlib
 import io
 import re
-from pathlib import Path
 
 import nbformat
 
 from classroom import REPO, load_corpus, notebook_name
 from test_attention_checks import _nbgrader, _python, run_test_cell
 
-__all__ = ["SourceNotebook", "corpus_files", "free_names", "load_corpus"]
+__all__ = ["SourceNotebook", "free_names", "load_corpus"]
 
 
 class SourceNotebook:
@@ -80,8 +79,3 @@ def free_names(source: str) -> set[str]:
              if isinstance(t, ast.Name)}
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     return used - bound
-
-
-
-def corpus_files(assignment: str) -> list[Path]:
-    return sorted((REPO / "tests" / "corpus" / assignment).glob("*.py"))

@@ -99,6 +99,17 @@ def test_corpus(graded, capsys):
     assert not wrong, "\n\n".join(wrong)
 
 
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_corpus_covers_every_graded_function(assignment):
+    """At least 2 correct-but-unusual and 4 buggy students per solution cell, every bug with its hint."""
+    corpus = load_corpus(assignment)
+    for function in reference_code(assignment):
+        full = [e.name for e in corpus if e.expect == "full" and function in e.cells]
+        buggy = [e.name for e in corpus if e.expect == "partial" and function in e.cells]
+        assert len(full) >= 2 and len(buggy) >= 4, (function, full, buggy)
+    assert all(e.hint for e in corpus if e.expect == "partial")
+
+
 def test_renamed_notebook_is_graded(graded):
     row = graded.row("renamed")
     assert row["status"] == "ok" and float(row["score"]) == float(row["max_score"])
