@@ -98,8 +98,7 @@ def _grade(args) -> int:
         options = dict(source_dir=args.source, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
                        memory_limit=args.memory * 1024**2, sandbox=args.sandbox)
         course = Course(tmp / "course", **options)  # checks the source notebooks before any work starts
-        for assignment in course.assignments:
-            course.generate(assignment)
+        course.generate_all()
         notebooks = {a: course.notebooks(a) for a in course.assignments}
         expected = discover(find_root(root, course.assignments), course.assignments, notebooks)
         if not expected:
@@ -110,7 +109,7 @@ def _grade(args) -> int:
         writer = ResultsWriter(out)
         progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
         with _kernel_environment(), progress:
-            for graded in grade_all(groups, tmp, max(1, min(args.jobs, len(groups))), **options):
+            for graded in grade_all(groups, course, max(1, min(args.jobs, len(groups))), **options):
                 for result, feedback in graded:
                     writer.add(result, feedback)
                 progress.update(len(graded))

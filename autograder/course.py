@@ -7,6 +7,7 @@ repository or into the instructor's submissions.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 from pathlib import Path
@@ -103,8 +104,13 @@ class Course:
                               f"{result.get('error') or result.get('log')}")
         return self.root / "release" / assignment
 
+    def generate_all(self) -> None:
+        for assignment in self.assignments:
+            self.generate(assignment)
+
+    @functools.cache
     def release_cells(self, assignment: str, notebook: str) -> dict:
-        """grade_id -> cell of a release notebook (after ``generate``)."""
+        """grade_id -> cell of a release notebook (after ``generate``; read once)."""
         release = nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
         return {c.metadata["nbgrader"]["grade_id"]: c for c in release.cells
                 if "grade_id" in c.metadata.get("nbgrader", {})}

@@ -90,18 +90,18 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     return graded
 
 
-def grade_all(groups: Sequence[Sequence[Submission]], workdir: Path, jobs: int, **course_options) -> Iterator[Graded]:
-    """Grade every group, ``jobs`` at a time, each worker in a course of its own under ``workdir``.
+def grade_all(groups: Sequence[Sequence[Submission]], course: Course, jobs: int, **course_options) -> Iterator[Graded]:
+    """Grade every group in ``course`` (generated), or ``jobs`` at a time, each worker in a
+    course of its own beside it, made with ``course_options``.
 
     Results come as they finish; the report sorts them, so the order does not matter.
     """
     if jobs <= 1:
-        course = _new_course(workdir / "course-0", course_options)
         for group in groups:
             yield grade_group(course, group)
         return
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                             initargs=(workdir, course_options)) as pool:
+                             initargs=(course.root.parent, course_options)) as pool:
         futures = {pool.submit(_grade_in_worker, list(group)): group for group in groups}
         for future in as_completed(futures):
             try:
@@ -112,20 +112,14 @@ def grade_all(groups: Sequence[Sequence[Submission]], workdir: Path, jobs: int, 
                                        reason=f"grading worker failed: {type(err).__name__}"), None) for s in group]
 
 
-def _new_course(root: Path, options: dict) -> Course:
-    course = Course(root, **options)
-    for assignment in course.assignments:
-        course.generate(assignment)
-    return course
-
-
 _worker_course: Course | None = None
 
 
 def _start_worker(workdir: Path, options: dict) -> None:
     global _worker_course
     warnings.filterwarnings("ignore", module="nbgrader")
-    _worker_course = _new_course(workdir / f"course-{os.getpid()}", options)
+    _worker_course = Course(workdir / f"course-{os.getpid()}", **options)
+    _worker_course.generate_all()
 
 
 def _grade_in_worker(group: list[Submission]) -> Graded:

@@ -13,6 +13,7 @@ import re
 
 import nbformat
 
+from attention_checks.core import close
 from classroom import REPO, load_corpus, notebook_name
 from test_attention_checks import _nbgrader, _python, run_test_cell
 
@@ -53,6 +54,35 @@ class SourceNotebook:
     def stubs(self) -> dict[str, str]:
         return {gid: re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "raise NotImplementedError()", source,
                             flags=re.S) for gid, source in self.solutions.items()}
+
+    def corpus_problem(self, entry) -> str | None:
+        """Why a simulated student (tests/corpus) is not graded as its file declares, or None."""
+        if not set(entry.cells) <= set(self.solutions):
+            return f"{entry.name}: no solution cells {set(entry.cells) - set(self.solutions)}"
+        results = self.grade_all(entry.cells)
+        total = sum(points for points, _ in results.values())
+        messages = "\n".join(message for _, message in results.values())
+        if entry.expect == "full":
+            return None if total == self.max_score else f"{entry.name}: {total}/{self.max_score}\n{messages}"
+        if not 0 < total < self.max_score:
+            return f"{entry.name}: {total}/{self.max_score}, expected partial credit\n{messages}"
+        return None if entry.hint.lower() in messages.lower() else f"{entry.name}: no {entry.hint!r} in\n{messages}"
+
+    def uncaught_mistakes(self, function: str, make_case, device) -> set[str]:
+        """Known mistakes of ``function`` that no visible case tells from the reference
+        (they could never be diagnosed)."""
+        seen, caught = set(), set()
+        for gid, cell in self.tests.items():
+            if gid in self.hidden() or f"check_{function}(" not in cell.source:
+                continue
+            for spec in self.cases(gid):
+                case = make_case(spec, device)
+                for name, mistake in case.mistakes().items():
+                    seen.add(name)
+                    if any(out is not None and not close(out, case.expected[key], case.like.dtype, equal_nan=True)
+                           for key, out in mistake.outputs.items()):
+                        caught.add(name)
+        return seen - caught
 
     def cases(self, grade_id: str) -> list[dict]:
         """The literal case dicts of a test cell (its `cases=` argument, or the list it names)."""

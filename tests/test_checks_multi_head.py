@@ -121,26 +121,11 @@ def test_stub_gets_zero_in_every_test_cell():
 CORPUS = load_corpus(ASSIGNMENT)
 
 
-def test_corpus_covers_every_graded_function():
-    for gid in GRADED:
-        entries = [e for e in CORPUS if gid in e.cells]
-        full = [e.name for e in entries if e.expect == "full"]
-        partial = [e.name for e in entries if e.expect == "partial"]
-        assert len(full) >= 2 and len(partial) >= 4, (gid, full, partial)
-    assert all(e.hint for e in CORPUS if e.expect == "partial")
-
 
 @pytest.mark.parametrize("entry", CORPUS, ids=lambda e: e.name)
 def test_corpus_student(entry):
-    assert set(entry.cells) <= set(SOLUTIONS)
-    results = grade_all(entry.cells)
-    total = sum(points for points, _ in results.values())
-    messages = "\n".join(message for _, message in results.values())
-    if entry.expect == "full":
-        assert total == MAX_SCORE, messages
-    else:
-        assert 0 < total < MAX_SCORE, messages
-        assert entry.hint.lower() in messages.lower(), messages
+    problem = SOURCE.corpus_problem(entry)
+    assert problem is None, problem
 
 
 # --------------------------------------------------------------------------
