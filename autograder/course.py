@@ -20,6 +20,7 @@ from nbgrader.converters import Autograde
 from nbgrader.preprocessors import Execute, GetGrades
 from traitlets.config import Config
 
+from .feedback import FeedbackExporter
 from .judge import JudgeTests
 from .preprocessors import HideHiddenTests, RebuildFromSource
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
@@ -48,7 +49,10 @@ class Course:
     """An nbgrader course rooted at ``root``, with the assignments of ``source_dir``."""
 
     def __init__(self, root: Path, source_dir: Path = SOLUTIONS_DIR, cell_timeout: int = 60,
-                 notebook_timeout: int = 300, memory_limit: int = 4 * 1024**3, sandbox: bool = True):
+                 notebook_timeout: int = 300, memory_limit: int = 4 * 1024**3, sandbox: bool = True,
+                 warm_kernels: bool = True, copy_of: Path | None = None):
+        """``copy_of``: the root of a generated course with the same source to start from
+        (a grading worker copies the CLI's course instead of generating its own)."""
         if sandbox and not bwrap_available():
             raise CourseError("grading runs student code in a bubblewrap sandbox, but `bwrap` (or `prlimit`) "
                               "is not installed: `apt-get install bubblewrap` (make setup does it), or pass "
@@ -56,14 +60,17 @@ class Course:
         self.root = Path(root)
         self.source_dir = Path(source_dir)
         self.assignments = find_assignments(self.source_dir)
-        for assignment in self.assignments:
+        if copy_of:
+            shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "sandbox-*", "kernel-*"))
+        for assignment in [] if copy_of else self.assignments:
             shutil.copytree(self.source_dir / assignment, self.root / "source" / assignment,
                             ignore=shutil.ignore_patterns(*IGNORED))
         self.db_url = f"sqlite:///{self.root / 'gradebook.db'}"
-        self.api = NbGraderAPI(config=self._config(cell_timeout, notebook_timeout, memory_limit, sandbox))
+        self.api = NbGraderAPI(config=self._config(cell_timeout, notebook_timeout, memory_limit, sandbox, warm_kernels))
         self.api.log.setLevel(logging.ERROR)
 
-    def _config(self, cell_timeout: int, notebook_timeout: int, memory_limit: int, sandbox: bool) -> Config:
+    def _config(self, cell_timeout: int, notebook_timeout: int, memory_limit: int, sandbox: bool,
+                warm_kernels: bool) -> Config:
         c = Config()
         c.CourseDirectory.root = str(self.root)
         c.CourseDirectory.course_id = COURSE_ID
@@ -84,12 +91,17 @@ class Course:
             c.Execute.kernel_manager_class = SandboxedKernelManager
             c.SandboxedKernelManager.memory_limit = memory_limit
             c.SandboxedKernelManager.work_root = str(self.root)
+            c.SandboxedKernelManager.warm = warm_kernels
         c.Execute.timeout = cell_timeout
         c.Execute.interrupt_on_timeout = True
+        # The kernel is killed when the notebook is done: it has nothing to save, and its
+        # sandbox is emptied next anyway (a polite shutdown costs a tenth of a second).
+        c.Execute.shutdown_kernel = "immediate"
         # nbgrader's default, plus a quiet kernel (its log would land on our stderr).
         c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
         # Students see their failures and partial credit, never the hidden tests' source.
         c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+        c.GenerateFeedback.exporter_class = FeedbackExporter
         return c
 
     def notebooks(self, assignment: str) -> list[str]:
@@ -118,6 +130,12 @@ class Course:
     def max_score(self, assignment: str, notebook: str) -> float:
         with Gradebook(self.db_url, COURSE_ID) as gb:
             return gb.find_notebook(notebook, assignment).max_score
+
+    def clear(self, student_id: str, assignment: str) -> None:
+        """Delete one student's assignment from the course folders once its results are read,
+        so that disk use does not grow with the class (the gradebook keeps the grades)."""
+        for step in ("submitted", "autograded", "feedback"):
+            shutil.rmtree(self.path(step, student_id, assignment), ignore_errors=True)
 
     def path(self, step: str, student_id: str, assignment: str) -> Path:
         """Where nbgrader keeps one student's assignment at a step (submitted, autograded, feedback)."""

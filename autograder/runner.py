@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import nbformat
 from nbgrader.api import Gradebook
@@ -87,39 +89,50 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     for result in results:
         page = feedback_file(course, result.student_id, result.assignment, result.notebook)
         graded.append((result, page.read_text(encoding="utf-8") if page.is_file() else None))
+    course.clear(group[0].student_id, group[0].assignment)
     return graded
 
 
-def grade_all(groups: Sequence[Sequence[Submission]], course: Course, jobs: int, **course_options) -> Iterator[Graded]:
+def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int, **course_options) -> Iterator[Graded]:
     """Grade every group in ``course`` (generated), or ``jobs`` at a time, each worker in a
-    course of its own beside it, made with ``course_options``.
+    copy of it, made with ``course_options``.
 
     Results come as they finish; the report sorts them, so the order does not matter.
+    At most a few groups per worker are in flight, so memory does not grow with the class.
     """
     if jobs <= 1:
         for group in groups:
             yield grade_group(course, group)
         return
-    with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                             initargs=(course.root.parent, course_options)) as pool:
-        futures = {pool.submit(_grade_in_worker, list(group)): group for group in groups}
-        for future in as_completed(futures):
-            try:
-                yield future.result()
-            except Exception as err:  # noqa: BLE001 - a worker that died takes only its group down
-                group = futures[future]
-                yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0, 0.0,
-                                       reason=f"grading worker failed: {type(err).__name__}"), None) for s in group]
+    groups = iter(groups)
+    while True:  # a new pool when a worker process dies: only the groups in flight then are lost
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+                                 initargs=(course.root, course_options)) as pool:
+            in_flight, broken = {}, False
+            while not broken or in_flight:
+                for group in [] if broken else islice(groups, 2 * jobs - len(in_flight)):
+                    in_flight[pool.submit(_grade_in_worker, list(group))] = group
+                if not in_flight:
+                    return
+                done, _ = wait(in_flight, return_when=ALL_COMPLETED if broken else FIRST_COMPLETED)
+                for future in done:
+                    group = in_flight.pop(future)
+                    try:
+                        yield future.result()
+                    except Exception as err:  # noqa: BLE001 - whatever happened, only to this group
+                        broken = broken or isinstance(err, BrokenProcessPool)
+                        yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0, 0.0,
+                                               reason=f"grading worker failed: {type(err).__name__}"), None)
+                               for s in group]
 
 
 _worker_course: Course | None = None
 
 
-def _start_worker(workdir: Path, options: dict) -> None:
+def _start_worker(course_root: Path, options: dict) -> None:
     global _worker_course
     warnings.filterwarnings("ignore", module="nbgrader")
-    _worker_course = Course(workdir / f"course-{os.getpid()}", **options)
-    _worker_course.generate_all()
+    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
 
 
 def _grade_in_worker(group: list[Submission]) -> Graded:

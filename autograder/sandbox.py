@@ -11,23 +11,33 @@ The notebook's total wall-clock time and the size of its outputs are capped by
 """
 from __future__ import annotations
 
+import asyncio
+import atexit
+import json
+import math
 import os
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from queue import Empty
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.output_widget import OutputWidget
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
+FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
@@ -57,16 +67,17 @@ def python_view() -> list[str]:
     return sorted(str(f) for f in folders)
 
 
-def sandbox_command(command: list[str], *, workdir: Path, ipc_dir: Path, memory_bytes: int,
-                    file_bytes: int, processes: int) -> list[str]:
+def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
+                    file_bytes: int, processes: int, read_only: list[Path] = ()) -> list[str]:
     """``command`` wrapped in bwrap (isolation) and prlimit (resource limits)."""
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *_system_view()]
-    for folder in python_view():
+    for folder in [*python_view(), *map(str, read_only)]:
         args += ["--ro-bind", folder, folder]
-    args += ["--bind", str(workdir), str(workdir), "--bind", str(ipc_dir), str(ipc_dir),
-             "--remount-ro", "/", "--chdir", str(workdir)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+    for folder in writable:
+        args += ["--bind", str(folder), str(folder)]
+    args += ["--remount-ro", "/", "--chdir", str(chdir)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": str(CHECKS_DIR.parent), "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
            "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", "ATTENTION_CHECKS_RECORD": "1"}
     for name, value in env.items():
@@ -77,17 +88,188 @@ def sandbox_command(command: list[str], *, workdir: Path, ipc_dir: Path, memory_
     return args + ["prlimit", *limits, "--", *command]
 
 
+class ForkServerError(RuntimeError):
+    """The fork server did not answer (killed, stopped or crashed by a kernel it forked)."""
+
+
+class ForkServer:
+    """A sandbox holding a warm Python (forkserver.py) that forks one kernel per notebook.
+
+    Kernels run one at a time; before the next one starts, the server kills everything
+    the last one left running and empties every folder it could write to. A server that
+    stops answering is killed with its whole sandbox and started again.
+    """
+
+    answer_timeout = 10  # seconds; the server's own work takes milliseconds
+    start_timeout = 120  # importing torch on a busy machine
+
+    def __init__(self, root: Path, limits: dict):
+        self.root, self.limits = root, limits
+        self.process: subprocess.Popen | None = None
+        self.dirty = False
+
+    def _start(self) -> None:
+        self.scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.root))
+        command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
+                                  chdir=self.scratch, read_only=[FORKSERVER], **self.limits)
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL)
+        self._buffer = b""
+        hello = self._read_answer(self.start_timeout)
+        if not hello.get("ready"):
+            self.stop()
+            raise ForkServerError(f"the fork server started {hello.get('threads')} threads before forking")
+        self.dirty = False
+
+    def ask(self, op: str, **request) -> dict:
+        if self.process is None:
+            raise ForkServerError("the fork server is not running")
+        try:
+            self.process.stdin.write(json.dumps({"op": op, **request}).encode() + b"\n")
+            self.process.stdin.flush()
+            return self._read_answer(self.answer_timeout)
+        except (OSError, ValueError, ForkServerError) as err:
+            self.stop()
+            raise ForkServerError(f"the fork server failed: {err}") from err
+
+    def _read_answer(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        stdout = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise ForkServerError(f"no answer in {timeout} s")
+            chunk = os.read(stdout, 65536)
+            if not chunk:
+                raise ForkServerError("the sandbox exited")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def prepare(self) -> Path:
+        """Make the server ready for the next kernel; returns the folder kernels may write to."""
+        if self.process is None or self.process.poll() is not None:
+            self.stop()
+            self._start()
+        self.reset()
+        return self.scratch
+
+    def spawn(self, argv: list[str], cwd: Path) -> "ForkedKernel":
+        """A new kernel with ``argv`` (ipykernel's arguments) working in ``cwd`` (inside ``scratch``)."""
+        self.dirty = True
+        return ForkedKernel(self, self.ask("spawn", argv=argv, cwd=str(cwd))["pid"])
+
+    def reset(self) -> None:
+        if self.dirty and self.process is not None:
+            try:
+                self.ask("reset")
+            except ForkServerError:
+                pass  # stopped with its sandbox: the next one starts clean
+        self.dirty = False
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()  # bwrap takes its whole sandbox down with it
+            self.process.wait()
+            for pipe in (self.process.stdin, self.process.stdout):
+                try:
+                    pipe.close()
+                except OSError:  # unflushed request to a dead server
+                    pass
+            self.process = None
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class ForkedKernel:
+    """The part of ``subprocess.Popen`` that jupyter_client uses, for a kernel the fork server made."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, server: ForkServer, pid: int):
+        self.server, self.pid, self.returncode = server, pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = self.server.ask("poll", pid=self.pid)["exit"]
+            except ForkServerError:
+                self.returncode = -signal.SIGKILL  # its sandbox is gone, and the kernel with it
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("kernel", timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        # Interrupts go by message; any signal that gets here means "stop".
+        if self.poll() is None:
+            self.server.ask("kill", pid=self.pid)
+
+    kill = terminate = lambda self: self.send_signal(signal.SIGKILL)
+
+
+_fork_servers: dict[tuple, ForkServer] = {}
+
+
+def fork_server(root: Path, limits: dict) -> ForkServer:
+    """This process's fork server for these limits (kernels of one worker run one at a time)."""
+    key = (str(root), tuple(sorted(limits.items())))
+    if key not in _fork_servers:
+        _fork_servers[key] = ForkServer(root, limits)
+        atexit.register(_fork_servers[key].stop)
+    return _fork_servers[key]
+
+
+class SandboxedKernelClient(AsyncKernelClient):
+    """jupyter_client's client, ready as soon as the kernel answers and IOPub is connected.
+
+    jupyter_client's own ``wait_for_ready`` then waits for IOPub to stay quiet for 0.2 s,
+    as long as the whole notebook takes in a warm kernel. Messages left over from the
+    kernel's start are harmless: nbclient keeps only those that answer its requests.
+    """
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
+        while time.monotonic() < deadline:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+                if reply["msg_type"] == "kernel_info_reply":
+                    await self.iopub_channel.get_msg(timeout=1)  # the first message: IOPub is connected
+                    self._handle_kernel_info_reply(reply)
+                    return
+            except Empty:
+                pass
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+        raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+
+
 class SandboxedKernelManager(AsyncKernelManager):
-    """A kernel manager that starts its kernel inside the sandbox, in a fresh work folder."""
+    """A kernel manager that starts its kernel inside the sandbox, in a fresh work folder:
+    forked from a warm fork server (the default), or started cold in a sandbox of its own."""
 
     memory_limit = Integer(4 * 1024**3, help="address-space limit of the kernel in bytes (0: none)").tag(config=True)
     file_size_limit = Integer(64 * 1024**2, help="largest file the kernel may write, in bytes").tag(config=True)
     # RLIMIT_NPROC counts every process of the real user, so keep headroom on a busy machine.
     process_limit = Integer(512, help="processes and threads (of the grading user) the kernel may run").tag(config=True)
     work_root = Unicode("", help="where the kernels' work folders go (default: the system temp dir)").tag(config=True)
+    warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
+    client_factory = Type(SandboxedKernelClient)
+
+    def _limits(self) -> dict:
+        return dict(memory_bytes=self.memory_limit, file_bytes=self.file_size_limit, processes=self.process_limit)
 
     async def _async_pre_start_kernel(self, **kw):
-        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=self.work_root or None))
+        root = Path(self.work_root or tempfile.gettempdir())
+        if self.warm:
+            self._server = fork_server(root, self._limits())
+            root = self._server.prepare()
+        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root))
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
         self.transport = "ipc"
@@ -103,20 +285,49 @@ class SandboxedKernelManager(AsyncKernelManager):
         # there (a symlink where nbgrader will write, say) must not touch the course.
         notebook_dir = Path(kw.pop("cwd", None) or ".")
         shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
+        if self.warm and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
+            kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir)
+            self.provisioner.pid, self.provisioner.pgid = kernel.pid, None
+            self._reconcile_connection_info(self.provisioner.connection_info)
+            await self._sockets_bound(kernel)
+            return
         kw["cwd"] = str(workdir)
         kw.pop("env", None)  # the sandbox sets its own environment
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
         # rather than into the grader's terminal.
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
-        command = sandbox_command(kernel_cmd, workdir=workdir, ipc_dir=self._sandbox_dir / "ipc",
-                                  memory_bytes=self.memory_limit, file_bytes=self.file_size_limit,
-                                  processes=self.process_limit)
+        command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
+                                  **self._limits())
         return await super()._async_launch_kernel(command, **kw)
+
+    async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:
+        """Wait until a forked kernel has bound its sockets (within a tenth of a second): a
+        client that connects before then waits for ZeroMQ's next reconnection attempt and
+        misses the kernel's first messages, which costs jupyter_client a timeout or two."""
+        ports = [self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port]
+        sockets = [Path(f"{self.ip}-{port}") for port in ports]
+        deadline = time.monotonic() + timeout
+        while not all(socket.exists() for socket in sockets):
+            if kernel.poll() is not None or time.monotonic() > deadline:
+                return  # nbclient's own startup checks report it
+            await asyncio.sleep(0.005)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_sandbox_dir", None):
+            if self.warm:
+                self._server.reset()
             shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+
+
+class ReadOnlyOutputWidget(OutputWidget):
+    """nbclient's stand-in for an ``ipywidgets.Output`` that keeps what the kernel shows in it
+    but sends nothing back. nbclient's own sends its state to the kernel on the shell socket
+    while that socket awaits the cell's reply, which now and then loses the reply until the
+    cell times out (jupyter/nbclient#312); a grader has nothing to tell the widget anyway."""
+
+    def sync_state(self) -> None:
+        pass
 
 
 class SandboxedExecute(Execute):
@@ -145,6 +356,11 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             cell.outputs.append(_error("CellTimeoutError", "the cell did not finish in time"))
         return cell, resources
+
+    def on_comm_open_jupyter_widget(self, msg):
+        # nbclient resets its widget registry for every notebook: swap the Output widget here.
+        self.widget_registry["@jupyter-widgets/output"] = {"OutputModel": ReadOnlyOutputWidget}
+        return super().on_comm_open_jupyter_widget(msg)
 
     def output(self, outs, msg, display_id, cell_index):
         # A flood of output in one cell must not push out the records of the tests:

@@ -18,6 +18,7 @@ import nbformat
 # Limits on a zip, so that a zip bomb is refused instead of filling the disk.
 MAX_ZIP_BYTES = 2 * 1024**3
 MAX_ZIP_FILES = 100_000
+MAX_NOTEBOOK_BYTES = 100 * 1024**2  # a notebook with a few plots is well under 10 MB
 SKIPPED_NAMES = {"__MACOSX", ".ipynb_checkpoints"}
 
 
@@ -119,6 +120,9 @@ def _locate(folder: Path, notebook: str, notebooks_expected: int) -> tuple[Path 
 
 def load_notebook(path: Path) -> nbformat.NotebookNode:
     """Read and validate a notebook as nbformat 4; raises ValueError with a readable reason."""
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(f"the notebook is {size / 1024**2:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 1024**2} MB limit")
     try:
         text = path.read_bytes().decode("utf-8")
         raw = json.loads(text)

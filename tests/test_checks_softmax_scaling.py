@@ -364,7 +364,16 @@ for f in (show_variance, show_width):
 print("ipywidgets", ipywidgets.__version__, "probe ok")
 '''
     cells = [NB.cells["setup"]] + [NB.cells[gid] for gid in WIDGET_CELLS] + [nbformat.v4.new_code_cell(probe)]
-    return nbformat.v4.new_notebook(cells=[nbformat.from_dict(dict(c)) for c in cells], metadata=NB.nb.metadata)
+    # Run them as a student's Jupyter does: the tag that keeps the grader from running them is ignored.
+    cells = [nbformat.from_dict({**c, "metadata": {k: v for k, v in c.metadata.items() if k != "tags"}})
+             for c in cells]
+    return nbformat.v4.new_notebook(cells=cells, metadata=NB.nb.metadata)
+
+
+def test_the_grader_skips_the_widget_cells():
+    """They are not graded, and nbclient's widget support can stall them (jupyter/nbclient#312)."""
+    for gid in WIDGET_CELLS:
+        assert "skip-execution" in NB.cells[gid].metadata.get("tags", []), gid
 
 
 def _outputs(nb) -> list[dict]:

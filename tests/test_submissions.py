@@ -10,7 +10,8 @@ import pytest
 from autograder.preprocessors import HideHiddenTests
 from autograder.report import grades_csv
 from autograder.scoring import NotebookResult
-from autograder.submissions import SubmissionsError, discover, find_root, load_notebook, unpack_zip
+from autograder.submissions import (MAX_NOTEBOOK_BYTES, SubmissionsError, discover, find_root, load_notebook,
+                                    unpack_zip)
 
 NOTEBOOKS = {"03-qkv": ["qkv"], "05-masks": ["masks"]}
 
@@ -82,6 +83,14 @@ def test_unpack_zip_reports_a_broken_zip(tmp_path):
 def test_load_notebook_gives_a_reason(tmp_path, content, reason):
     with pytest.raises(ValueError, match=reason):
         load_notebook(_touch(tmp_path / "x.ipynb", content))
+
+
+def test_load_notebook_refuses_a_huge_file_before_reading_it(tmp_path):
+    path = tmp_path / "huge.ipynb"
+    with open(path, "wb") as f:
+        f.truncate(MAX_NOTEBOOK_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(ValueError, match="MB limit"):
+        load_notebook(path)
 
 
 def test_load_notebook_accepts_a_valid_notebook(tmp_path):

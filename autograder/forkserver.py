@@ -1,0 +1,175 @@
+"""The fork server: one warm Python per sandbox that forks a fresh kernel for each notebook.
+
+Starting a kernel and importing torch costs about two seconds; the tests of a notebook
+need a fraction of that. This script runs *inside* a grading sandbox (see sandbox.py),
+imports what every grading kernel needs once, and then forks a kernel per notebook on
+request: the child starts with torch already in memory (copy-on-write), and whatever
+it patches stays in its own process.
+
+It talks to the grader over its stdin and stdout, one JSON object per line:
+
+    {"op": "spawn", "argv": [...], "cwd": ...} -> {"pid": n}
+    {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
+    {"op": "kill", "pid": n}         -> {}
+    {"op": "reset"}                  -> {"killed": n}: every other process of the sandbox
+                                        killed, /tmp, /dev/shm, SysV IPC and the scratch
+                                        folder emptied, ready for the next student
+
+It must not import anything of the autograder (the sandbox cannot see it), nor start a
+thread before forking (a thread's locks would be copied half-held).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+# What the grading kernels import: the kernel itself, and what the notebooks and their
+# checks use (torch's symbolic shapes come with nested tensors, the widgets with chapter 2).
+PRELOAD = ["ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "torch", "torch.nn", "torch.nn.functional",
+           "torch.fx.experimental.symbolic_shapes", "numpy", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
+           "matplotlib_inline.backend_inline", "ipywidgets", "attention_checks.core", "attention_checks.record",
+           "attention_checks.self_attention", "attention_checks.softmax_scaling", "attention_checks.qkv",
+           "attention_checks.multi_head", "attention_checks.masks", "attention_checks.encoder"]
+PR_SET_DUMPABLE = 4
+IPC_RMID = 0
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def preload() -> None:
+    for module in PRELOAD:
+        __import__(module)
+    # A non-dumpable process cannot be traced or have its memory read or written by
+    # processes of the same user: a kernel cannot tamper with the server that forks the
+    # next student's kernel, nor (the flag is inherited) with another kernel.
+    _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def spawn(argv: list[str], cwd: str) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the kernel: never returns to the server's loop
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.closerange(3, 1024)  # the server's pipes and anything else it had open
+        os.chdir(cwd)
+        os.environ["HOME"] = cwd
+        sys.argv = ["ipykernel_launcher", *argv]
+        from ipykernel import kernelapp
+        kernelapp.launch_new_instance()
+    finally:
+        os._exit(0)
+
+
+def kill(pid: int) -> None:
+    """The kernel and the processes it started in its session."""
+    for send in (os.killpg, os.kill):
+        try:
+            send(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def poll(pid: int) -> int | None:
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # reaped before
+        return -signal.SIGKILL
+    if not done:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+def reset(scratch: str) -> int:
+    """Kill every process of the sandbox but this one and its init, and empty every place a
+    kernel could write to, so nothing of one student is left for the next."""
+    killed = 0
+    for _ in range(1000):
+        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+        if not others:
+            break
+        killed += len(others)
+        try:
+            os.kill(-1, signal.SIGKILL)  # all but this process and the namespace's init
+        except ProcessLookupError:
+            pass
+        _reap()
+        time.sleep(0.001)
+    for folder in ("/tmp", "/dev/shm", scratch):
+        _empty(folder)
+    _remove_sysv_ipc()
+    return killed
+
+
+def _reap() -> None:
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
+def _empty(folder: str) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _remove_sysv_ipc() -> None:
+    """Shared memory, semaphores and message queues outlive their process: remove them."""
+    removers = {"shm": lambda i: _libc.shmctl(i, IPC_RMID, None), "sem": lambda i: _libc.semctl(i, 0, IPC_RMID),
+                "msg": lambda i: _libc.msgctl(i, IPC_RMID, None)}
+    for kind, remove in removers.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as table:
+                rows = table.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            remove(int(row.split()[1]))
+
+
+def serve(scratch: str) -> None:
+    preload()
+    reply = sys.stdout
+    threads = threading.active_count()
+    reply.write(json.dumps({"ready": threads == 1, "threads": threads}) + "\n")
+    reply.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        op = request["op"]
+        if op == "spawn":
+            answer = {"pid": spawn(request["argv"], request["cwd"])}
+        elif op == "poll":
+            answer = {"exit": poll(request["pid"])}
+        elif op == "kill":
+            kill(request["pid"])
+            answer = {}
+        elif op == "reset":
+            answer = {"killed": reset(scratch)}
+        else:
+            answer = {"error": f"unknown op {op!r}"}
+        reply.write(json.dumps(answer) + "\n")
+        reply.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

@@ -1,0 +1,141 @@
+"""The warm sandbox: kernels forked one after another from one fork server must start
+warm, and nothing one kernel leaves behind (processes, files, shared memory, patches,
+a stopped or killed server) may reach the next one."""
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autograder.sandbox import ForkServer, ReadOnlyOutputWidget, SandboxedKernelManager, bwrap_available
+
+pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
+
+LIMITS = dict(memory_bytes=4 * 1024**3, file_bytes=64 * 1024**2, processes=512)
+
+
+def run_kernel(work_root, code: str, answer_timeout: float | None = None) -> tuple[str, bool]:
+    """Run ``code`` in a kernel of the sandbox at ``work_root``: its stdout, and whether
+    the kernel was still alive at the end."""
+    async def main():
+        km = SandboxedKernelManager(work_root=str(work_root), kernel_name="python3")
+        notebook_dir = work_root / "notebook"
+        notebook_dir.mkdir(exist_ok=True)
+        await km.start_kernel(cwd=str(notebook_dir), extra_arguments=["--HistoryManager.hist_file=:memory:"])
+        if answer_timeout:
+            km._server.answer_timeout = answer_timeout
+        kc = km.client()
+        kc.start_channels()
+        await kc.wait_for_ready(timeout=60)
+        msg_id, out = kc.execute(textwrap.dedent(code)), []
+        while True:
+            try:
+                msg = await kc.get_iopub_msg(timeout=30)
+            except Exception:  # noqa: BLE001 - a kernel that went away sends nothing more
+                break
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            if msg["msg_type"] == "error":
+                out.append(f"{msg['content']['ename']}: {msg['content']['evalue']}")
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        alive = await km.is_alive()
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        return "".join(out), alive
+    return asyncio.run(main())
+
+
+def test_kernels_start_with_torch_imported_and_patches_stay_in_their_kernel(tmp_path):
+    out, _ = run_kernel(tmp_path, """
+        import sys
+        print("torch" in sys.modules)
+        import torch
+        torch.matmul = None""")
+    assert out.strip() == "True"
+    out, _ = run_kernel(tmp_path, "import torch; print(torch.matmul is None)")
+    assert out.strip() == "False"
+
+
+LEAVE_TRACES = """
+    import ctypes, os, time
+    libc = ctypes.CDLL(None)
+    print(libc.shmget(4242, 4096, 0o1666) >= 0)           # SysV shared memory outlives processes
+    open("/tmp/left-behind", "w").write("x")
+    open("../../left-behind", "w").write("x")              # the sandbox's scratch folder
+    server = os.getppid()
+    if os.fork() == 0:                                      # a daemon that outlives the kernel
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(0.5)
+            for _ in range(6000):                           # ... and kills the next kernel
+                for name in os.listdir("/proc"):
+                    if name.isdigit() and int(name) not in (1, os.getpid(), server):
+                        try:
+                            os.kill(int(name), 9)
+                        except OSError:
+                            pass
+                time.sleep(0.01)
+        os._exit(0)
+"""
+
+LOOK_AROUND = """
+    import os, json, time
+    time.sleep(1)  # time for a surviving daemon to strike
+    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
+    print(json.dumps({"others": others, "files": [f for f in ("/tmp/left-behind", "../../left-behind")
+                                                  if os.path.exists(f)],
+                      "shm": open("/proc/sysvipc/shm").read().splitlines()[1:]}))
+"""
+
+
+def test_nothing_of_one_kernel_is_left_for_the_next(tmp_path):
+    out, _ = run_kernel(tmp_path, LEAVE_TRACES)
+    assert out.strip() == "True"
+    out, alive = run_kernel(tmp_path, LOOK_AROUND)
+    assert alive, "the next kernel was killed"
+    assert json.loads(out) == {"others": [], "files": [], "shm": []}
+
+
+@pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
+def test_a_kernel_that_stops_or_kills_its_server_loses_only_itself(tmp_path, signal_name):
+    _, alive = run_kernel(tmp_path, f"import os, signal, time; os.kill(os.getppid(), signal.{signal_name}); time.sleep(3)",
+                          answer_timeout=2)
+    assert not alive
+    out, alive = run_kernel(tmp_path, "print(6 * 7)")
+    assert (out.strip(), alive) == ("42", True)
+
+
+def test_a_stopped_server_takes_its_whole_sandbox_down(tmp_path):
+    server = ForkServer(tmp_path, LIMITS)
+    scratch = server.prepare()
+    bwrap = server.process.pid
+    assert server.ask("poll", pid=999_999) == {"exit": -9}  # it answers; unknown kernels count as gone
+    server.stop()
+    assert server.process is None and not scratch.exists()
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == bwrap]
+    assert leftovers == []
+
+
+def _parent(proc) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def test_output_widgets_never_write_to_the_kernel():
+    """nbclient's Output widget sends on the shell socket while a reply is awaited there
+    (jupyter/nbclient#312); the grader's must not."""
+    class NoSending:
+        def __getattr__(self, name):
+            raise AssertionError(f"the widget used the kernel client ({name})")
+
+    widget = ReadOnlyOutputWidget("comm", {"outputs": []}, NoSending(), executor=None)
+    widget.clear_output([], {"parent_header": {}, "content": {"wait": False}}, 0)
+    assert widget.outputs == []
