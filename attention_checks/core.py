@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import io
+import functools
+import json
 import logging
 import math
 import numbers
@@ -369,6 +371,27 @@ def _unpack(result: Any, names: Sequence[str]) -> tuple[dict[str, Any], str | No
 
 # --------------------------------------------------------------------------
 # the check
+
+
+def built_once_in_grader(build: Callable[..., Case]) -> Callable[..., Case]:
+    """A case builder whose cases the grader builds once per process.
+
+    A case depends only on its spec (and device), so the grader, which judges every
+    student's records against the same test cells, would build the same inputs and
+    references again for each of them. Only in the grader: there the student's code is
+    never called, so no case can be changed by it; a kernel builds its own.
+    """
+    built: dict[tuple, Case] = {}
+
+    @functools.wraps(build)
+    def cached(spec: Mapping[str, Any], *device: torch.device) -> Case:
+        if current_replay() is None:
+            return build(spec, *device)
+        key = (json.dumps(spec, sort_keys=True, default=repr), *map(str, device))
+        if key not in built:
+            built[key] = build(spec, *device)
+        return built[key]
+    return cached
 
 
 @dataclass

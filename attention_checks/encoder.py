@@ -44,6 +44,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -312,6 +313,7 @@ def _layer_norm_mistakes(x: Tensor, dims: int, weight: Tensor, bias: Tensor, eps
     return found
 
 
+@built_once_in_grader
 def _layer_norm_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, LAYER_NORM_DEFAULTS)
     dtype, batch, dims, eps = as_dtype(c["dtype"]), tuple(c["batch"]), int(c["dims"]), float(c["eps"])
@@ -434,6 +436,7 @@ def _pe_mistakes(max_len: int, d_model: int) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _pe_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, PE_DEFAULTS)
     max_len, d_model = int(c["max_len"]), int(c["d_model"])
@@ -536,6 +539,7 @@ def _ffn_mistakes(p: State, x: Tensor) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _ffn_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, FFN_DEFAULTS)
     dtype, batch, E, F_, dropout, train = (as_dtype(c["dtype"]), tuple(c["batch"]), c["E"], c["F"],
@@ -712,6 +716,7 @@ def _kwargs(names: tuple[str, str], src_mask, pad, device) -> dict[str, Tensor]:
     return kwargs
 
 
+@built_once_in_grader
 def _layer_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, LAYER_DEFAULTS)
     dtype, dropout = as_dtype(c["dtype"]), float(c["dropout"])
@@ -842,6 +847,7 @@ def _stack_first_only(layers, nhead, x, m, pad, which: str) -> Tensor:
     return out
 
 
+@built_once_in_grader
 def _encoder_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, ENCODER_DEFAULTS)
     dtype, dropout, n = as_dtype(c["dtype"]), float(c["dropout"]), int(c["num_layers"])

@@ -38,6 +38,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -112,6 +113,7 @@ def _causal(L: int, S: int) -> torch.Tensor:
 PADDING_DEFAULTS = dict(B=2, S=6, padding="right", pad_id=None, dtype="int64")
 
 
+@built_once_in_grader
 def _padding_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, PADDING_DEFAULTS)
     _check_spec(c, "padding", ("right", "left", "none"))
@@ -189,6 +191,7 @@ def check_padding_mask(fn: Callable, *, points: float, cases: Sequence[Mapping[s
 CAUSAL_DEFAULTS = dict(size=5)
 
 
+@built_once_in_grader
 def _causal_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, CAUSAL_DEFAULTS)
     size = c["size"]
@@ -277,6 +280,7 @@ def _mha_mask_reference(key_padding_mask, attn_mask, B: int, H: int, L: int, S: 
     return weights == 0
 
 
+@built_once_in_grader
 def _merge_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, MERGE_DEFAULTS)
     _check_spec(c, "attn", ("causal", "random", "heads", "none"))
@@ -463,6 +467,7 @@ def _attention_mistakes(q, k, v, kpm, attn, expected) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _attention_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, ATTENTION_DEFAULTS)
     _check_spec(c, "attn", ("causal", "random", "none"))

@@ -40,6 +40,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -117,6 +118,7 @@ def merge_reference(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, L, H * D)  # (B, L, H·D)
 
 
+@built_once_in_grader
 def _split_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, SPLIT_DEFAULTS)
     dtype, B, L, E, H = as_dtype(c["dtype"]), c["batch"], c["L"], c["E"], c["H"]
@@ -154,6 +156,7 @@ def _split_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     )
 
 
+@built_once_in_grader
 def _merge_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, MERGE_DEFAULTS)
     dtype, B, H, L, D = as_dtype(c["dtype"]), c["batch"], c["H"], c["L"], c["head_dim"]
@@ -389,6 +392,7 @@ def _mha_mistakes(params, H, q, k, v, kpm, am, need_weights, average) -> dict[st
     return found
 
 
+@built_once_in_grader
 def _mha_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, MHA_DEFAULTS)
     dtype, B, L, E, H, bias = as_dtype(c["dtype"]), c["batch"], c["L"], c["E"], c["H"], c["bias"]
@@ -526,6 +530,7 @@ COUNT_DEFAULTS = dict(embed_dim=16, num_heads=4, bias=True)
 COST_DEFAULTS = dict(n=4, d=8, num_heads=2)
 
 
+@built_once_in_grader
 def _count_case(spec: Mapping[str, Any]) -> Case:
     c = with_defaults(spec, COUNT_DEFAULTS)
     E, H, bias = c["embed_dim"], c["num_heads"], c["bias"]
@@ -575,6 +580,7 @@ def multiply_adds_reference(n: int, d: int, num_heads: int) -> int:
     return projections + scores + mix + output  # = 4nd² + 2n²d, whatever h
 
 
+@built_once_in_grader
 def _cost_case(spec: Mapping[str, Any]) -> Case:
     c = with_defaults(spec, COST_DEFAULTS)
     n, d, h = c["n"], c["d"], c["num_heads"]

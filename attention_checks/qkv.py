@@ -23,6 +23,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -60,6 +61,7 @@ FORBIDDEN_SDPA = {
 PROJECT_DEFAULTS = dict(batch=(2,), L=5, d_model=8, d_k=4, d_v=None, dtype="float32")
 
 
+@built_once_in_grader
 def _project_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, PROJECT_DEFAULTS)
     dtype, d_model, d_k = as_dtype(c["dtype"]), c["d_model"], c["d_k"]
@@ -233,6 +235,7 @@ def _sdpa_mistakes(q, k, v, attn_mask, is_causal, scale) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _sdpa_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, SDPA_DEFAULTS)
     dtype, batch, L, E = as_dtype(c["dtype"]), tuple(c["batch"]), c["L"], c["E"]

@@ -22,6 +22,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -89,6 +90,7 @@ def _scores_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
     }
 
 
+@built_once_in_grader
 def _scores_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     _, x = _input(spec, "attention_scores")
     x64 = reference(x)
@@ -158,6 +160,7 @@ def _attention_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _attention_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     _, x = _input(spec, "simple_self_attention")
     x64 = reference(x)

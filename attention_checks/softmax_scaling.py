@@ -25,6 +25,7 @@ from .core import (
     Case,
     Mistake,
     as_dtype,
+    built_once_in_grader,
     case_seed,
     describe,
     generator,
@@ -156,6 +157,7 @@ def _softmax_mistakes(x: torch.Tensor, dim: int) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _softmax_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, SOFTMAX_DEFAULTS)
     dtype, shape, dim = as_dtype(c["dtype"]), tuple(c["shape"]), c["dim"]
@@ -219,6 +221,7 @@ def _scores_mistakes(q: torch.Tensor, k: torch.Tensor) -> dict[str, Mistake]:
     return found
 
 
+@built_once_in_grader
 def _scores_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, SCORES_DEFAULTS)
     dtype, batch, L, d = as_dtype(c["dtype"]), tuple(c["batch"]), c["L"], c["d"]
@@ -276,6 +279,7 @@ def _variance_mistakes(q: torch.Tensor, k: torch.Tensor) -> dict[str, Mistake]:
     }
 
 
+@built_once_in_grader
 def _variance_case(spec: Mapping[str, Any], device: torch.device) -> Case:
     c = with_defaults(spec, VARIANCE_DEFAULTS)
     dtype, n, d = as_dtype(c["dtype"]), c["n"], c["d_k"]
@@ -322,6 +326,7 @@ def _plain_number(result: Any) -> Any:
     return result
 
 
+@built_once_in_grader
 def _scale_case(spec: Mapping[str, Any]) -> Case:
     c = with_defaults(spec, SCALE_DEFAULTS)
     d_k = c["d_k"]

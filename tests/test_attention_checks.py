@@ -518,3 +518,21 @@ def test_inputs_modified_in_place_do_not_confuse_the_diagnosis():
 
     report = _report(divides_query_in_place, [dict(dtype="float64")])
     assert "divided by d_k" in report, report
+
+
+def test_cases_are_built_once_per_grader_process_and_fresh_in_a_kernel():
+    """The grader judges every student against the same cases: it builds each once. In a
+    kernel, where the student's code runs (and could change its inputs), never shared."""
+    from attention_checks.qkv import _sdpa_case
+    from attention_checks.record import Replay, replaying
+
+    spec, cpu = dict(L=3, mask="bool"), torch.device("cpu")
+    assert _sdpa_case(spec, cpu) is not _sdpa_case(spec, cpu)
+    with replaying(Replay([], lambda *_: [])):
+        first = _sdpa_case(spec, cpu)
+        assert _sdpa_case(dict(mask="bool", L=3), cpu) is first  # the same spec, in any order
+        assert _sdpa_case(dict(L=4, mask="bool"), cpu) is not first
+    fresh = _sdpa_case(spec, cpu)
+    assert fresh is not first
+    for name, tensor in first.expected.items():
+        assert torch.equal(tensor, fresh.expected[name])
