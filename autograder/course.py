@@ -61,7 +61,7 @@ class Course:
         self.source_dir = Path(source_dir)
         self.assignments = find_assignments(self.source_dir)
         if copy_of:
-            shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "sandbox-*", "kernel-*"))
+            shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "kernel-*"))
         for assignment in [] if copy_of else self.assignments:
             shutil.copytree(self.source_dir / assignment, self.root / "source" / assignment,
                             ignore=shutil.ignore_patterns(*IGNORED))

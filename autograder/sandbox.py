@@ -103,23 +103,27 @@ class ForkServer:
     answer_timeout = 10  # seconds; the server's own work takes milliseconds
     start_timeout = 120  # importing torch on a busy machine
 
-    def __init__(self, root: Path, limits: dict):
-        self.root, self.limits = root, limits
+    def __init__(self, limits: dict):
+        self.limits = limits
         self.process: subprocess.Popen | None = None
         self.dirty = False
 
     def _start(self) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="sandbox-", dir=self.root))
+        # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
+        # whose paths must stay under 108 bytes.
+        self.scratch = Path(tempfile.mkdtemp(prefix="autograder-sandbox-"))
         command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
                                   chdir=self.scratch, read_only=[FORKSERVER], **self.limits)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL)
-        self._buffer = b""
-        hello = self._read_answer(self.start_timeout)
-        if not hello.get("ready"):
+        self._buffer, self.dirty = b"", False
+        try:
+            hello = self._read_answer(self.start_timeout)
+            if not hello.get("ready"):
+                raise ForkServerError(f"it started {hello.get('threads')} threads before forking")
+        except (ForkServerError, ValueError) as err:
             self.stop()
-            raise ForkServerError(f"the fork server started {hello.get('threads')} threads before forking")
-        self.dirty = False
+            raise ForkServerError(f"the fork server did not start: {err}") from err
 
     def ask(self, op: str, **request) -> dict:
         if self.process is None:
@@ -215,11 +219,11 @@ class ForkedKernel:
 _fork_servers: dict[tuple, ForkServer] = {}
 
 
-def fork_server(root: Path, limits: dict) -> ForkServer:
+def fork_server(limits: dict) -> ForkServer:
     """This process's fork server for these limits (kernels of one worker run one at a time)."""
-    key = (str(root), tuple(sorted(limits.items())))
+    key = tuple(sorted(limits.items()))
     if key not in _fork_servers:
-        _fork_servers[key] = ForkServer(root, limits)
+        _fork_servers[key] = ForkServer(limits)
         atexit.register(_fork_servers[key].stop)
     return _fork_servers[key]
 
@@ -257,7 +261,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     file_size_limit = Integer(64 * 1024**2, help="largest file the kernel may write, in bytes").tag(config=True)
     # RLIMIT_NPROC counts every process of the real user, so keep headroom on a busy machine.
     process_limit = Integer(512, help="processes and threads (of the grading user) the kernel may run").tag(config=True)
-    work_root = Unicode("", help="where the kernels' work folders go (default: the system temp dir)").tag(config=True)
+    work_root = Unicode("", help="where cold kernels' work folders go (default: the system temp dir)").tag(config=True)
     warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
     client_factory = Type(SandboxedKernelClient)
 
@@ -266,9 +270,14 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_pre_start_kernel(self, **kw):
         root = Path(self.work_root or tempfile.gettempdir())
+        self._server = None
         if self.warm:
-            self._server = fork_server(root, self._limits())
-            root = self._server.prepare()
+            try:
+                self._server = fork_server(self._limits())
+                root = self._server.prepare()
+            except ForkServerError as err:
+                self.log.warning("%s: this kernel starts cold", err)
+                self._server = None
         self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root))
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
@@ -285,7 +294,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         # there (a symlink where nbgrader will write, say) must not touch the course.
         notebook_dir = Path(kw.pop("cwd", None) or ".")
         shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
-        if self.warm and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
+        if self._server and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
             kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir)
             self.provisioner.pid, self.provisioner.pgid = kernel.pid, None
             self._reconcile_connection_info(self.provisioner.connection_info)
@@ -315,7 +324,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if not restart and getattr(self, "_sandbox_dir", None):
-            if self.warm:
+            if self._server:
                 self._server.reset()
             shutil.rmtree(self._sandbox_dir, ignore_errors=True)
 

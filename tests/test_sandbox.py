@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import sandbox
 from autograder.sandbox import ForkServer, ReadOnlyOutputWidget, SandboxedKernelManager, bwrap_available
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
@@ -111,8 +112,17 @@ def test_a_kernel_that_stops_or_kills_its_server_loses_only_itself(tmp_path, sig
     assert (out.strip(), alive) == ("42", True)
 
 
+def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypatch):
+    broken = tmp_path / "forkserver.py"
+    broken.write_text('print(\'{"ready": false, "threads": 3}\', flush=True)\n')
+    monkeypatch.setattr(sandbox, "FORKSERVER", broken)
+    monkeypatch.setattr(sandbox, "_fork_servers", {})  # not the running one
+    out, alive = run_kernel(tmp_path, "import sys; print('torch' in sys.modules, 6 * 7)")
+    assert (out.strip(), alive) == ("False 42", True)
+
+
 def test_a_stopped_server_takes_its_whole_sandbox_down(tmp_path):
-    server = ForkServer(tmp_path, LIMITS)
+    server = ForkServer(LIMITS)
     scratch = server.prepare()
     bwrap = server.process.pid
     assert server.ask("poll", pid=999_999) == {"exit": -9}  # it answers; unknown kernels count as gone

@@ -1,0 +1,45 @@
+"""The worker pool: a worker process that dies costs only the groups it was grading then."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from autograder.cli import _kernel_environment
+from autograder.course import Course
+from autograder.runner import grade_all
+from autograder.submissions import discover
+from classroom import make_submission, reference_code
+
+ASSIGNMENT = "01-self-attention"
+
+
+def test_a_killed_worker_costs_only_its_groups(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # as the CLI does
+    slow = {"attention_scores": reference_code(ASSIGNMENT)["attention_scores"] + "\nimport time\ntime.sleep(4)\n"}
+    for i in range(6):
+        make_submission(tmp_path / "class", f"student{i}", ASSIGNMENT, slow)
+    course = Course(tmp_path / "course")
+    course.generate_all()
+    groups = [[s] for s in discover(tmp_path / "class", course.assignments, {ASSIGNMENT: course.notebooks(ASSIGNMENT)})]
+
+    def kill_a_worker():  # once the first notebooks are running
+        time.sleep(12)
+        workers = [p for p in psutil.Process(os.getpid()).children() if "spawn_main" in " ".join(p.cmdline())]
+        os.kill(workers[0].pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_a_worker)
+    killer.start()
+    with _kernel_environment():
+        results = [result for graded in grade_all(groups, course, 2) for result, _ in graded]
+    killer.join()
+    assert sorted(r.student_id for r in results) == [f"student{i}" for i in range(6)]
+    lost = [r for r in results if r.status == "error"]
+    assert lost and all("grading worker failed" in r.reason for r in lost)
+    assert len(lost) <= 4  # at most the groups in flight (2 per worker)
+    assert sum(r.status == "ok" and r.score == r.max_score for r in results) >= 2
