@@ -1,7 +1,10 @@
 """Grade students' assignments with nbgrader (autograde, then feedback), in parallel workers."""
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
 import warnings
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -127,10 +130,15 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
 
 
 _worker_course: Course | None = None
+PR_SET_PDEATHSIG = 1
 
 
 def _start_worker(course_root: Path, options: dict) -> None:
     global _worker_course
+    if sys.platform.startswith("linux"):
+        # A worker whose CLI is killed would wait for work forever, holding its sandbox:
+        # the kernel kills it with its parent (and bwrap, in turn, the sandbox).
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     warnings.filterwarnings("ignore", module="nbgrader")
     _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
 

@@ -70,7 +70,9 @@ def python_view() -> list[str]:
 def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
                     file_bytes: int, processes: int, read_only: list[Path] = ()) -> list[str]:
     """``command`` wrapped in bwrap (isolation) and prlimit (resource limits)."""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+    # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when run
+    # as root): no mounts, no tracing or signalling past the usual rules.
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *_system_view()]
     for folder in [*python_view(), *map(str, read_only)]:
         args += ["--ro-bind", folder, folder]

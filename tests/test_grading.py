@@ -10,6 +10,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from autograder.course import find_assignments
@@ -175,8 +176,11 @@ def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(graded, 
     while process.poll() is None and time.monotonic() < deadline and not any(out.glob(".feedback-staging/*/*/*")):
         time.sleep(0.1)
     killed_mid_run = process.poll() is None
+    helpers = psutil.Process(process.pid).children(recursive=True) if killed_mid_run else []
     process.kill()
     process.wait()
+    _, alive = psutil.wait_procs(helpers, timeout=30)
+    assert not alive, f"processes of the killed run live on: {[p.cmdline()[:3] for p in alive]}"
     if killed_mid_run:  # results are written at the end, atomically: nothing half-done is left to read
         assert not (out / "grades.csv").exists() and not (out / "results.json").exists()
     assert grade(subset, out).returncode == 0

@@ -257,7 +257,7 @@ class HostileClass:
         self.malformed()
         self.digest = tree_digest(self.root)
         self.readme = (REPO / "README.md").read_bytes()
-        self.process = grade(self.root, self.out, "--cell-timeout", "5", "--notebook-timeout", "60")
+        self.process = grade(self.root, self.out, "--cell-timeout", "10", "--notebook-timeout", "60")
         assert self.process.returncode == 0, self.process.stderr[-3000:]
         self.results = Results.read(self.out)
 

@@ -103,6 +103,19 @@ def test_nothing_of_one_kernel_is_left_for_the_next(tmp_path):
     assert json.loads(out) == {"others": [], "files": [], "shm": []}
 
 
+def test_a_kernel_has_no_capabilities_and_cannot_look_into_its_server(tmp_path):
+    out, _ = run_kernel(tmp_path, """
+        import os
+        print(open("/proc/self/status").read().split("CapEff:")[1].split()[0])
+        for what in ("mem", "environ"):
+            try:
+                open(f"/proc/{os.getppid()}/{what}", "rb").read(1)
+                print(what, "readable")
+            except PermissionError:
+                print(what, "denied")""")
+    assert out.split() == ["0000000000000000", "mem", "denied", "environ", "denied"]
+
+
 @pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
 def test_a_kernel_that_stops_or_kills_its_server_loses_only_itself(tmp_path, signal_name):
     _, alive = run_kernel(tmp_path, f"import os, signal, time; os.kill(os.getppid(), signal.{signal_name}); time.sleep(3)",
