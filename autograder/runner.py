@@ -110,7 +110,7 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                                 initargs=(course.root, course_options)) as pool:
+                                 initargs=(course.root, course_options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:
                 for group in [] if broken else islice(groups, 2 * jobs - len(in_flight)):
@@ -133,12 +133,15 @@ _worker_course: Course | None = None
 PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(course_root: Path, options: dict) -> None:
+def _start_worker(course_root: Path, options: dict, cli: int) -> None:
     global _worker_course
     if sys.platform.startswith("linux"):
         # A worker whose CLI is killed would wait for work forever, holding its sandbox:
-        # the kernel kills it with its parent (and bwrap, in turn, the sandbox).
+        # the kernel kills it with its parent (and bwrap, in turn, the sandbox), or it
+        # leaves now if the CLI died while it was starting.
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != cli:
+            os._exit(1)
     warnings.filterwarnings("ignore", module="nbgrader")
     _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
 
