@@ -61,12 +61,20 @@ TOLERANCES = {
     torch.float64: dict(rtol=1e-9, atol=1e-11),
 }
 
+# Stands for the device in a case's description, which the report fills in: where the
+# student's code ran, which under the autograder is not where the grader judges it.
+DEVICE = "<device>"
+
 # Share of a case's credit for an output of the right shape, dtype and device;
 # the rest is for the right values.
 STRUCTURE_SHARE = 0.25
 
 
 def pick_device() -> torch.device:
+    """Where the student's code runs: the GPU when there is one. The grader, which only
+    judges recorded outcomes, always works on the CPU (same numbers on every machine)."""
+    if current_replay() is not None:
+        return torch.device("cpu")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -147,7 +155,7 @@ def describe(named: Mapping[str, Any], like: torch.Tensor | None = None, with_dt
             parts.append(f"{name}{kind} {tuple(value.shape)}")
         else:
             parts.append(f"{name}={value!r}")
-    where = f"; {_dtype_name(like.dtype)} on {like.device.type}" if like is not None else ""
+    where = f"; {_dtype_name(like.dtype)} on {DEVICE}" if like is not None else ""  # filled in by the report
     return ", ".join(parts) + where
 
 
@@ -452,8 +460,9 @@ def run_check(
         guard = ForbiddenCalls(forbidden)
         outcomes = [probe(fn, case, guard) for case in cases]
         seen = guard.seen
-        if recording():
+        if recording():  # under the autograder: only the grader's judgement counts (record.py)
             publish(name, outcomes, [case.like for case in cases], seen)
+            return None
     else:
         outcomes, seen = _replayed(replay, name, fn, cases, forbidden, points)
 
@@ -484,7 +493,8 @@ def run_check(
             return fresh
 
         for i, r in failed[:shown]:
-            report.append(f"\ncase {i}: {cases[i - 1].inputs}")
+            like = cases[i - 1].like
+            report.append(f"\ncase {i}: {cases[i - 1].inputs.replace(DEVICE, device_name(like).split(':')[0])}")
             report += ["    " + line for line in r.lines]
             fresh = new_hints(r)
             report += [f"    hint: {h}" for h in fresh]
@@ -511,8 +521,7 @@ def _replayed(replay, name: str, fn: Any, cases: Sequence[Case], forbidden: Mapp
     outcomes = []
     for data, case in zip(record["outcomes"], cases):
         outcome, device = decode_outcome(data)
-        if device is not None:
-            case.like._recorded_device = device  # the inputs' device where the student's code ran
+        case.like._recorded_device = device  # the inputs' device where the student's code ran (None: unknown)
         outcomes.append(outcome)
     names = sorted(set(forbidden.values()))
     recorded = [n for n in record.get("forbidden", []) if n in names]

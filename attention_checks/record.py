@@ -32,8 +32,11 @@ class Outcome:
     not_implemented: bool = False
 
 
+RECORD_VARIABLE = "ATTENTION_CHECKS_RECORD"  # set to "1" in every grading kernel's environment
+
+
 def recording() -> bool:
-    return os.environ.get("ATTENTION_CHECKS_RECORD") == "1"
+    return os.environ.get(RECORD_VARIABLE) == "1"
 
 
 def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tensor], forbidden: Sequence[str]) -> None:

@@ -17,9 +17,10 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.api import Gradebook
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import Execute, GetGrades
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, GetGrades
 from traitlets.config import Config
 
+from .exporters import AutogradeExporter
 from .feedback import FeedbackExporter
 from .judge import JudgeTests
 from .preprocessors import HideHiddenTests, RebuildFromSource
@@ -36,6 +37,11 @@ IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
 
 class CourseError(RuntimeError):
     """The course itself is broken (not a student's fault): grading cannot run."""
+
+
+def without(pipeline, *steps) -> list:
+    """The default of an nbgrader pipeline (a List trait) without ``steps``."""
+    return [step for step in pipeline.default() if step not in steps]
 
 
 def find_assignments(source_dir: Path) -> list[str]:
@@ -80,12 +86,18 @@ class Course:
         # and the rest of the notebook still runs.
         # Each submission is first rebuilt on the source notebook (tampered test
         # cells and metadata have no effect), then run in a sandboxed kernel.
+        # The rebuilt notebook's nbgrader metadata is the source's, which generate_assignment
+        # validated: nbgrader's CheckCellMetadata (run before and after execution, a tenth of
+        # the grader's time per notebook) would only validate it again. A throwaway course
+        # has no due dates, so no late penalties either.
         c.RebuildFromSource.course_root = str(self.root)
-        c.Autograde.sanitize_preprocessors = [RebuildFromSource, *Autograde.sanitize_preprocessors.default()]
+        c.Autograde.sanitize_preprocessors = [RebuildFromSource, *without(Autograde.sanitize_preprocessors,
+                                                                          CheckCellMetadata)]
         # After execution, the grader's own verdict replaces each test cell's outputs.
-        autograde = Autograde.autograde_preprocessors.default()
+        autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)
         at = autograde.index(Execute)
         c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
+        c.Autograde.exporter_class = AutogradeExporter
         c.SandboxedExecute.notebook_timeout = notebook_timeout
         if sandbox:
             c.Execute.kernel_manager_class = SandboxedKernelManager

@@ -34,7 +34,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Type, Unicode
 
-from attention_checks.record import MIME
+from attention_checks.record import MIME, RECORD_VARIABLE
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
@@ -81,7 +81,7 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
     args += ["--remount-ro", "/", "--chdir", str(chdir)]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": str(CHECKS_DIR.parent), "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-           "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", "ATTENTION_CHECKS_RECORD": "1"}
+           "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", RECORD_VARIABLE: "1"}
     for name, value in env.items():
         args += ["--setenv", name, value]
     limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]

@@ -536,3 +536,38 @@ def test_cases_are_built_once_per_grader_process_and_fresh_in_a_kernel():
     assert fresh is not first
     for name, tensor in first.expected.items():
         assert torch.equal(tensor, fresh.expected[name])
+
+
+def test_the_grader_judges_on_the_cpu_and_names_the_students_device(monkeypatch):
+    """A record from a kernel that ran on a GPU is judged on the CPU (same numbers on every
+    grading machine), and the report names the device the student's code ran on."""
+    from attention_checks import core, record
+
+    published = []
+    monkeypatch.setattr(core, "recording", lambda: True)
+    monkeypatch.setattr(core, "publish", lambda name, outcomes, likes, seen: published.append(dict(
+        check=name, forbidden=list(seen), outcomes=[record._encode_outcome(o, like) for o, like in zip(outcomes, likes)])))
+    wrong_scale = _buggy(divide_scale=True)
+    cases = [dict(scale=0.5)]
+    check_scaled_dot_product_attention(wrong_scale, points=1, cases=cases, device=CPU)
+    monkeypatch.undo()
+    for outcome in published[0]["outcomes"]:
+        outcome["device"] = "cuda:0"  # as a GPU kernel records it
+        for tensor in outcome["value"]["sequence"]:
+            tensor["tensor"]["device"] = "cuda:0"
+
+    from autograder.judge import StudentObject
+
+    seen = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a grading machine with a GPU
+    with record.replaying(record.Replay(published, lambda student, names: [])), \
+            contextlib.redirect_stdout(io.StringIO()) as out:
+        seen.append(core.pick_device())  # the device a test cell's check uses by default
+        try:  # the test cell's own call, as JudgeTests runs it
+            check_scaled_dot_product_attention(StudentObject("sdpa"), points=1, cases=cases)
+        except CheckFailed as failed:
+            print(failed)
+    report = out.getvalue()
+    assert seen == [torch.device("cpu")]
+    assert "float32 on cuda" in report and "on cpu" not in report, report
+    assert "you seem to divide" in report  # judged on the values: the same diagnosis

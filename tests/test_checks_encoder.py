@@ -726,17 +726,18 @@ def test_dropout_in_eval_mode_is_named_and_train_mode_cases_still_pass():
 
 
 def _kernel_then_grader(check, obj, cases, monkeypatch) -> tuple[tuple[float, str], tuple[float, str]]:
-    """The verdict in the kernel (recording), and the grader's verdict on the record, where the
-    student's object is only a name and the references are rebuilt."""
+    """The verdict in the student's kernel, and the grader's verdict on what a grading kernel
+    records, where the student's object is only a name and the references are rebuilt."""
     from attention_checks import core, record
     from autograder.judge import StudentObject
 
+    kernel = _report(check, obj, cases, points=2)
     published = []
     monkeypatch.setattr(core, "recording", lambda: True)
     monkeypatch.setattr(core, "publish", lambda name, outcomes, likes, seen: published.append(
         dict(check=name, forbidden=list(seen),
              outcomes=[record._encode_outcome(o, like) for o, like in zip(outcomes, likes)])))
-    kernel = _report(check, obj, cases, points=2)
+    assert _report(check, obj, cases, points=2) == (2.0, ""), "a grading kernel leaves the verdict to the grader"
     monkeypatch.undo()
     assert len(published) == 1
     with record.replaying(record.Replay(published, lambda student, names: [])):

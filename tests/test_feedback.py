@@ -1,13 +1,14 @@
 """The feedback exporter: nbconvert's page, faster, with the same text and alt texts."""
 from __future__ import annotations
 
+import copy
 import html
 import re
 
 import nbformat
 from nbconvert.exporters import HTMLExporter
 
-from autograder.feedback import ALT_TEXT, FeedbackExporter
+from autograder.feedback import ALT_TEXT, CachedHighlight2HTML, FeedbackExporter
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
@@ -47,3 +48,33 @@ def test_templates_are_compiled_once_per_process():
     compiled = dict(FeedbackExporter.compiled_templates.compiled)
     FeedbackExporter(template_name="classic").from_notebook_node(_notebook())
     assert compiled and FeedbackExporter.compiled_templates.compiled == compiled
+
+
+def test_cells_are_rendered_once_per_process_and_pages_stay_the_same():
+    """The course's own cells are on every page: rendered once, the same page either way."""
+    FeedbackExporter.rendered_markdown.clear()
+    CachedHighlight2HTML.rendered.clear()
+    nb = _notebook()
+    first, _ = FeedbackExporter(template_name="classic").from_notebook_node(copy.deepcopy(nb))
+    rendered = len(FeedbackExporter.rendered_markdown), len(CachedHighlight2HTML.rendered)
+    assert rendered == (1, 1)
+    again, _ = FeedbackExporter(template_name="classic").from_notebook_node(copy.deepcopy(nb))
+    assert again == first
+    assert (len(FeedbackExporter.rendered_markdown), len(CachedHighlight2HTML.rendered)) == rendered
+    answer = _notebook()
+    answer.cells[1].source = "weights = [0.5, 0.5]"  # another student's code
+    page, _ = FeedbackExporter(template_name="classic").from_notebook_node(answer)
+    assert "weights = [ 0.5 , 0.5 ]" in _text(page) and "i / 3" not in _text(page)
+
+
+def test_markdown_with_attachments_is_rendered_for_its_cell():
+    nb = _notebook()
+    nb.cells[0] = nbformat.v4.new_markdown_cell("![plot](attachment:plot.png)",
+                                                attachments={"plot.png": {"image/png": PIXEL}})
+    page, _ = FeedbackExporter(template_name="classic").from_notebook_node(nb)
+    assert "AAAAAAA=" not in page
+    other = _notebook()
+    other.cells[0] = nbformat.v4.new_markdown_cell("![plot](attachment:plot.png)",
+                                                   attachments={"plot.png": {"image/png": PIXEL[:-8] + "AAAAAAA="}})
+    page, _ = FeedbackExporter(template_name="classic").from_notebook_node(other)
+    assert "AAAAAAA=" in page  # its own attachment, not the first page's

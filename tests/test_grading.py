@@ -190,18 +190,20 @@ def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(graded, 
     assert not (out / ".feedback-staging").exists()
 
 
-def test_cold_kernels_give_the_same_results(graded, tmp_path):
-    """Forking kernels from a warm Python (the default) changes speed, never results."""
+@pytest.mark.parametrize("kernels", ["--cold-kernels", "--no-sandbox"])
+def test_other_kernels_give_the_same_results(graded, tmp_path, kernels):
+    """Forking kernels from a warm Python in a sandbox (the default) changes speed and
+    isolation, never results: kernels started cold, or without a sandbox, grade the same."""
     bug = next(e for e in graded.corpus if e.expect == "partial")
     students = ("reference", "stub", f"corpus-{bug.name}")
     for student in students:
         shutil.copytree(graded.root / student, tmp_path / "class" / student)
-    assert grade(tmp_path / "class", tmp_path / "out", "--cold-kernels", "--jobs", "1").returncode == 0
-    cold = Results.read(tmp_path / "out")
+    assert grade(tmp_path / "class", tmp_path / "out", kernels, "--jobs", "1").returncode == 0
+    other = Results.read(tmp_path / "out")
     for student in students:
         key = (student, graded.assignment)
-        assert cold.grades[key] == graded.row(student)
-        assert cold.notebooks[key]["tests"] == graded.tests(student)
+        assert other.grades[key] == graded.row(student)
+        assert other.notebooks[key]["tests"] == graded.tests(student)
 
 
 def _git_status() -> str:
