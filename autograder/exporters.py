@@ -1,5 +1,4 @@
-"""nbconvert exporters for nbgrader's two passes over every notebook, without the work
-that gives the same result for every student.
+"""nbconvert exporters that validate a notebook only where it can have become invalid.
 
 nbconvert validates the whole notebook against the nbformat schema after every
 preprocessor, a dozen times per notebook. Here the notebook is validated where

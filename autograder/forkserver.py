@@ -10,7 +10,7 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
 
     {"op": "spawn", "argv": [...], "cwd": ...} -> {"pid": n}
     {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
-    {"op": "kill", "pid": n}         -> {}
+    {"op": "kill", "pid": n}         -> {} once the kernel is gone
     {"op": "reset"}                  -> {"killed": n}: every other process of the sandbox
                                         killed, /tmp, /dev/shm, SysV IPC and the scratch
                                         folder emptied, ready for the next student
