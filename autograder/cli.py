@@ -13,12 +13,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from attention_checks.record import RECORD_VARIABLE
-
 from . import release
 from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
 from .report import ResultsWriter
 from .runner import grade_all
+from .sandbox import KERNEL_ENVIRONMENT
 from .submissions import SubmissionsError, discover, find_root, unpack_zip
 
 
@@ -130,14 +129,10 @@ def _grade(args) -> int:
 @contextlib.contextmanager
 def _kernel_environment():
     """Environment of the grading kernels without a sandbox (the sandbox sets its own): the
-    check helpers importable and recording for the grader, no bytecode written into the
-    repository, figures without a display."""
+    check helpers importable, and what every grading kernel has (sandbox.KERNEL_ENVIRONMENT)."""
     saved = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
-    os.environ["MPLBACKEND"] = "Agg"
-    os.environ[RECORD_VARIABLE] = "1"
-    os.environ["OMP_NUM_THREADS"] = "1"  # one thread per kernel: the workers already use every core
+    os.environ.update(KERNEL_ENVIRONMENT)
     try:
         yield
     finally:

@@ -41,6 +41,11 @@ FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
+# Every grading kernel's environment has these, sandboxed or not: no bytecode written,
+# figures without a display, one thread (the workers already use every core), and the
+# checks recording their outcomes for the grader.
+KERNEL_ENVIRONMENT = {"PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+                      RECORD_VARIABLE: "1"}
 
 
 def bwrap_available() -> bool:
@@ -80,8 +85,7 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
         args += ["--bind", str(folder), str(folder)]
     args += ["--remount-ro", "/", "--chdir", str(chdir)]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-           "PYTHONPATH": str(CHECKS_DIR.parent), "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-           "MPLCONFIGDIR": "/tmp", "OMP_NUM_THREADS": "1", RECORD_VARIABLE: "1"}
+           "PYTHONPATH": str(CHECKS_DIR.parent), "MPLCONFIGDIR": "/tmp", **KERNEL_ENVIRONMENT}
     for name, value in env.items():
         args += ["--setenv", name, value]
     limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]
