@@ -1,0 +1,199 @@
+"""Benchmark: how well failures explain themselves (issue 18).
+
+Grades every buggy student of the in-repository corpus (tests/corpus/<assignment>/*.py
+whose header says ``# expect: partial``) with the real command line, as an instructor
+would, and prints per assignment:
+
+* students: buggy students graded
+* hinted: the share of them whose failing tests carry at least one hint (a ``hint:`` line, or
+  the verdict on a forbidden call, which names the mistake itself)
+* own hint: the share whose messages contain the hint their corpus file names (``# hint:``)
+* crash cases: failing cases where the student's code raised, and the share of them with a hint
+* long: test messages longer than a screen (more than 40 lines or 3,000 characters)
+* detached: hint lines that stand under no case (e.g. after "... and N more failing case(s)")
+
+    .venv/bin/python benchmarks/hint_coverage.py                    # all assignments
+    .venv/bin/python benchmarks/hint_coverage.py 04-multi-head --show mha_heads_by_view
+    .venv/bin/python benchmarks/hint_coverage.py --check            # exit 1 unless the targets hold
+    .venv/bin/python benchmarks/hint_coverage.py --corpus DIR       # another corpus, laid out as tests/corpus
+    .venv/bin/python benchmarks/hint_coverage.py --out R; ... --results R   # grade once, tally again
+
+Targets: every buggy student hinted, at least 95% of crash cases hinted, no detached hint.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import classroom  # noqa: E402
+from classroom import Results, grade, load_corpus, make_submission  # noqa: E402
+
+from autograder.course import find_assignments  # noqa: E402
+
+SCREEN_LINES, SCREEN_CHARS = 40, 3000
+CASE = re.compile(r"^case \d+:")
+HINT = re.compile(r"^\s*hint:")
+RAISED = re.compile(r"^\s+(\S+ : )?raised \w")  # run_check's line for a case whose code raised
+FORBIDDEN = "which this exercise asks you to write yourself"  # the verdict on a forbidden call
+
+
+@dataclass
+class Message:
+    """One failing test's message, read as a student reads it: case blocks and their hints."""
+
+    text: str
+    crash_cases: int = 0
+    hinted_crash_cases: int = 0
+    hints: int = 0
+    detached: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, text: str) -> "Message":
+        message = cls(text)
+        block: list[str] | None = None  # the lines of the case being read; None: outside any case
+
+        def close(lines: list[str] | None):
+            if lines and any(RAISED.match(line) for line in lines):
+                message.crash_cases += 1
+                message.hinted_crash_cases += any(HINT.match(line) for line in lines)
+
+        for line in text.splitlines():
+            if CASE.match(line):
+                close(block)
+                block = []
+            elif block is not None and line.startswith("    "):
+                block.append(line)
+            else:
+                close(block)
+                block = None
+            if HINT.match(line):
+                message.hints += 1
+                if block is None:
+                    message.detached.append(line.strip())
+            elif FORBIDDEN in line:  # a verdict on the whole test, under no case
+                message.hints += 1
+        close(block)
+        return message
+
+    @property
+    def long(self) -> bool:
+        return len(self.text.splitlines()) > SCREEN_LINES or len(self.text) > SCREEN_CHARS
+
+
+@dataclass
+class Row:
+    assignment: str
+    students: int = 0
+    hinted: int = 0
+    own_hint: int = 0
+    crash_cases: int = 0
+    hinted_crash_cases: int = 0
+    long: int = 0
+    detached: int = 0
+    unhinted: list[str] = field(default_factory=list)
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "-"
+
+
+def graded(assignments: list[str], out_dir: Path | None) -> Results:
+    """Every buggy student of `assignments`, graded by the command line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, out = Path(tmp) / "submitted", out_dir or Path(tmp) / "results"
+        count = 0
+        for assignment in assignments:
+            for entry in load_corpus(assignment):
+                if entry.expect == "partial":
+                    make_submission(root, entry.name, assignment, entry.cells)
+                    count += 1
+        started = time.monotonic()
+        process = grade(root, out)
+        if process.returncode != 0:
+            sys.exit(f"grading failed:\n{process.stderr}")
+        print(f"graded {count} notebooks in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        return Results.read(out)
+
+
+def tally(assignments: list[str], results: Results, show: set[str]) -> list[Row]:
+    rows = []
+    for assignment in assignments:
+        row = Row(assignment)
+        for entry in load_corpus(assignment):
+            notebook = results.notebooks.get((entry.name, assignment))
+            if entry.expect != "partial" or notebook is None:
+                continue
+            failing = [t["message"] for t in notebook["tests"] if not t["passed"]]
+            messages = [Message.parse(text) for text in failing]
+            row.students += 1
+            hinted = any(m.hints for m in messages)
+            row.hinted += hinted
+            if not hinted:
+                row.unhinted.append(entry.name)
+            row.own_hint += bool(entry.hint) and any(entry.hint.lower() in t.lower() for t in failing)
+            for m in messages:
+                row.crash_cases += m.crash_cases
+                row.hinted_crash_cases += m.hinted_crash_cases
+                row.long += m.long
+                row.detached += len(m.detached)
+            if entry.name in show:
+                print(f"\n===== {assignment}/{entry.name} (expects hint: {entry.hint})")
+                print("\n-----\n".join(failing) or "(no failing test)")
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    header = ("assignment", "students", "hinted", "own hint", "crash cases hinted", "long", "detached")
+    table = [header] + [(r.assignment, str(r.students), share(r.hinted, r.students), share(r.own_hint, r.students),
+                         share(r.hinted_crash_cases, r.crash_cases), str(r.long), str(r.detached)) for r in rows]
+    total = Row("all", *(sum(getattr(r, f) for r in rows) for f in
+                         ("students", "hinted", "own_hint", "crash_cases", "hinted_crash_cases", "long", "detached")))
+    table.append((total.assignment, str(total.students), share(total.hinted, total.students),
+                  share(total.own_hint, total.students), share(total.hinted_crash_cases, total.crash_cases),
+                  str(total.long), str(total.detached)))
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    for i, line in enumerate(table):
+        print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths))))
+        if i == 0 or i == len(table) - 2:
+            print("  ".join("-" * w for w in widths))
+    for r in rows:
+        if r.unhinted:
+            print(f"no hint at all: {r.assignment}: {', '.join(r.unhinted)}")
+
+
+def targets_hold(rows: list[Row]) -> bool:
+    crashes = sum(r.crash_cases for r in rows)
+    return (all(r.hinted == r.students for r in rows) and not any(r.detached for r in rows)
+            and (crashes == 0 or sum(r.hinted_crash_cases for r in rows) >= 0.95 * crashes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("assignments", nargs="*", help="default: every assignment")
+    parser.add_argument("--show", action="append", default=[], help="print this corpus student's failing messages")
+    parser.add_argument("--out", type=Path, help="keep the grader's results here")
+    parser.add_argument("--results", type=Path, help="tally an earlier --out instead of grading again")
+    parser.add_argument("--corpus", type=Path, default=classroom.CORPUS, help="default: tests/corpus")
+    parser.add_argument("--check", action="store_true", help="exit 1 unless the targets hold")
+    args = parser.parse_args()
+    classroom.CORPUS = args.corpus  # load_corpus reads it at each call
+    assignments = args.assignments or [a for a in find_assignments(REPO / "solutions") if (args.corpus / a).is_dir()]
+    results = Results.read(args.results) if args.results else graded(assignments, args.out)
+    rows = tally(assignments, results, set(args.show))
+    print()
+    print_table(rows)
+    if args.check and not targets_hold(rows):
+        sys.exit("targets missed: every buggy student hinted, >= 95% of crash cases hinted, no detached hint")
+
+
+if __name__ == "__main__":
+    main()
