@@ -78,9 +78,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _release(args) -> int:
     if args.check:
-        stale = release.stale_files(args.source, args.dest)
-        for path in stale:
-            print(f"out of date: {args.dest / path}")
+        stale = [f"out of date: {args.dest / path}" for path in release.stale_files(args.source, args.dest)]
+        stale += release.install_problems([args.source, args.dest])  # setup cells vs pyproject.toml
+        for line in stale:
+            print(line)
         if stale:
             print("run `python -m autograder release` to regenerate", file=sys.stderr)
         return 1 if stale else 0

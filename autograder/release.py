@@ -1,28 +1,165 @@
 """Regenerate the student notebooks (exercises/) from the source notebooks (solutions/).
 
-nbgrader's generate_assignment does the work: solution regions become
-``raise NotImplementedError()``, hidden tests are removed, outputs cleared and
-checksums recorded. The result is committed, and a test checks it is up to date.
+First the install line of every setup cell is written from the one setting in
+pyproject.toml (see ``install_spec``), then nbgrader's generate_assignment does the
+rest: solution regions become ``raise NotImplementedError()``, hidden tests are
+removed, outputs cleared and checksums recorded. The result is committed, and a test
+checks it is up to date. Release runs no student code, so it needs no sandbox.
 """
 from __future__ import annotations
 
 import filecmp
+import re
 import shutil
 import tempfile
+import tomllib
 from pathlib import Path
 
-from .course import EXERCISES_DIR, SOLUTIONS_DIR, Course
+import nbformat
+
+from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, find_assignments
+
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+
+# The setup cell's fallback when ``attention_checks`` cannot be imported: the body of its
+# ``except ImportError:``, up to the line that imports the checks again. Release writes it
+# into every notebook, so that all of them install the checks the same way.
+FALLBACK = """\
+# In a clone of the course the check helpers are in a parent folder; elsewhere (Colab)
+# they are installed from the course's release (`python -m autograder release` writes
+# CHECKS from pyproject.toml).
+import importlib, subprocess, sys
+from pathlib import Path
+root = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "attention_checks").is_dir()), None)
+if root is not None:
+    sys.path.insert(0, str(root))
+else:
+    CHECKS = "{spec}"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color", "--no-deps", CHECKS],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:  # git's or pip's own words first: "fatal: unable to access ..."
+        why = next((line.strip() for line in pip.stderr.splitlines()
+                    if line.strip().startswith(("fatal:", "ERROR:"))), pip.stderr.strip()[-300:])
+        raise ImportError(
+            f"Could not install the course's check helpers with `pip install {{CHECKS}}` ({{why}}). "
+            "The tests in this notebook need them. If this runtime is offline, connect it and run "
+            "this cell again. If the notebook comes from a fork or another copy of the course, that "
+            "release may not exist: ask your instructor for the notebook's current version, or work "
+            "in a clone of the course: `git clone {repository}`, "
+            "then `pip install -r requirements.txt` in it, and open this notebook from its "
+            "exercises/ folder, where the checks are found without installing.") from None
+importlib.invalidate_caches()
+"""
+
+_EXCEPT = re.compile(r"^(?P<indent>[ \t]*)except ImportError:[ \t]*$")
 
 
-def generate(source_dir: Path, dest_dir: Path, assignments: list[str] | None = None) -> list[str]:
-    """Write ``dest_dir/<assignment>/`` for each assignment; returns the assignments written."""
+def install_setting(pyproject: Path = PYPROJECT) -> tuple[str, str]:
+    """(repository URL, release tag) from pyproject.toml: ``[tool.attention-from-scratch]
+    repository`` and the tag ``v<project.version>`` (each release is tagged so)."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    repository = config["tool"]["attention-from-scratch"]["repository"].rstrip("/")
+    return repository, f"v{config['project']['version']}"
+
+
+def install_spec(pyproject: Path = PYPROJECT) -> str:
+    """What the setup cells ``pip install``: the repository at the release tag."""
+    repository, tag = install_setting(pyproject)
+    return f"git+{repository}@{tag}"
+
+
+def fallback(spec: str, repository: str) -> str:
+    return FALLBACK.format(spec=spec, repository=repository)
+
+
+def _fallback_span(lines: list[str]) -> tuple[int, int, str] | None:
+    """(first, end, indent) of the fallback block in a cell's lines, or None: the lines after an
+    ``except ImportError:`` whose ``try`` imports attention_checks, up to the re-import."""
+    for i, line in enumerate(lines):
+        match = _EXCEPT.match(line)
+        if not match or not any("attention_checks" in before for before in lines[:i]):
+            continue
+        body = match["indent"] + "    "
+        for j in range(i + 1, len(lines)):
+            if re.match(rf"{re.escape(body)}(from|import) attention_checks\b", lines[j]):
+                return i + 1, j, body
+    return None
+
+
+def with_install_line(source: str, spec: str, repository: str) -> str | None:
+    """``source`` (a setup cell) with its fallback rewritten; None when it has none."""
+    lines = source.split("\n")
+    span = _fallback_span(lines)
+    if span is None:
+        return None
+    first, end, indent = span
+    block = [indent + line if line else "" for line in fallback(spec, repository).rstrip("\n").split("\n")]
+    return "\n".join(lines[:first] + block + lines[end:])
+
+
+def _checks_imported(cell) -> bool:
+    return cell.cell_type == "code" and re.search(r"^\s*(from|import) attention_checks\b", cell.source, re.M)
+
+
+def install_problems(folders: list[Path], pyproject: Path = PYPROJECT) -> list[str]:
+    """A line for each notebook under ``folders/<assignment>/`` whose setup cell does not
+    install the checks exactly as the setting in pyproject.toml says (empty when all do)."""
+    spec, (repository, _) = install_spec(pyproject), install_setting(pyproject)
+    problems = []
+    for notebook in sorted(p for folder in folders for p in Path(folder).glob("*/*.ipynb")):
+        nb = nbformat.read(notebook, as_version=4)
+        cells = [c for c in nb.cells if _checks_imported(c)]
+        if not cells:
+            continue
+        first = cells[0]
+        wanted = with_install_line(first.source, spec, repository)
+        if wanted is None:
+            problems.append(f"{notebook}: the first cell that imports attention_checks has no "
+                            f"`except ImportError:` fallback that installs {spec}")
+        elif wanted != first.source:
+            found = re.search(r'CHECKS = "([^"]*)"|(git\+\S+?)["\s]', first.source)
+            problems.append(f"{notebook}: the setup cell installs "
+                            f"{(found and (found[1] or found[2])) or 'something else'}, not {spec} "
+                            f"as pyproject.toml says (or its fallback differs from release's)")
+    return problems
+
+
+def write_install_lines(source_dir: Path, assignments: list[str], pyproject: Path = PYPROJECT) -> list[Path]:
+    """Rewrite the setup cells of ``source_dir/<assignment>/*.ipynb`` that disagree with the
+    setting; returns the notebooks changed. Only that cell changes."""
+    spec, (repository, _) = install_spec(pyproject), install_setting(pyproject)
+    changed = []
+    for assignment in assignments:
+        for path in sorted((source_dir / assignment).glob("*.ipynb")):
+            nb = nbformat.read(path, as_version=4)
+            cell = next((c for c in nb.cells if _checks_imported(c)), None)
+            wanted = cell and with_install_line(cell.source, spec, repository)
+            if wanted is None:
+                if cell is not None:
+                    raise SystemExit(f"{path}: its first cell that imports attention_checks has no "
+                                     "`except ImportError:` fallback to write the install line into; copy "
+                                     "the setup cell of another assignment")
+                continue
+            if wanted != cell.source:
+                cell.source = wanted
+                nbformat.write(nb, path)
+                changed.append(path)
+    return changed
+
+
+def generate(source_dir: Path, dest_dir: Path, assignments: list[str] | None = None,
+             write_install: bool = True) -> list[str]:
+    """Write ``dest_dir/<assignment>/`` for each assignment; returns the assignments written.
+    ``write_install``: first bring the source notebooks' install lines up to date."""
+    known = find_assignments(source_dir)
+    chosen = assignments or known
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown assignment(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    if write_install:
+        write_install_lines(source_dir, chosen)
     with tempfile.TemporaryDirectory(prefix="autograder-release-") as tmp:
-        course = Course(Path(tmp), source_dir)
-        chosen = assignments or course.assignments
-        unknown = sorted(set(chosen) - set(course.assignments))
-        if unknown:
-            raise SystemExit(f"unknown assignment(s): {', '.join(unknown)}; "
-                             f"known: {', '.join(course.assignments)}")
+        course = Course(Path(tmp), source_dir, sandbox=False)  # runs no student code: no bwrap needed
         for assignment in chosen:
             released = course.generate(assignment)
             target = dest_dir / assignment
@@ -36,7 +173,7 @@ def stale_files(source_dir: Path = SOLUTIONS_DIR, exercises_dir: Path = EXERCISE
     """Paths under exercises/ that differ from a fresh release (empty when up to date)."""
     with tempfile.TemporaryDirectory(prefix="autograder-release-check-") as tmp:
         fresh = Path(tmp)
-        generate(source_dir, fresh)
+        generate(source_dir, fresh, write_install=False)
         return sorted(_differences(filecmp.dircmp(fresh, exercises_dir), Path()))
 
 

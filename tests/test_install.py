@@ -1,0 +1,188 @@
+"""The notebooks' setup cells install the check helpers from one setting (pyproject.toml).
+
+The slow test does what a Colab student's first cell does: in a fresh virtual environment
+without the course, outside any clone, a Jupyter kernel runs a release notebook's setup cell,
+which pip-installs the package from the published location. A local stand-in replaces the
+published location: a git repository made of this working tree, tagged as the release.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import release
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENT = "01-self-attention"  # the smallest; any assignment's setup cell installs the same way
+
+
+def _notebook(folder: str, assignment: str = ASSIGNMENT) -> Path:
+    return next((ROOT / folder / assignment).glob("*.ipynb"))
+
+
+def _setup_cell(nb) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if release._checks_imported(c))
+
+
+def test_every_notebook_installs_the_release_that_pyproject_names():
+    assert release.install_spec() == (f"git+{release.install_setting()[0]}@{release.install_setting()[1]}")
+    assert release.install_spec().startswith("git+https://") and "@v" in release.install_spec()
+    assert release.install_problems([ROOT / "solutions", ROOT / "exercises"]) == []
+
+
+def test_the_colab_button_and_the_install_line_name_the_same_repository():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"].rstrip("/") == release.install_setting()[0]
+
+
+def test_a_disagreeing_notebook_is_reported_and_release_rewrites_only_its_setup_cell(tmp_path):
+    source = tmp_path / "solutions"
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, source / ASSIGNMENT)
+    path = next((source / ASSIGNMENT).glob("*.ipynb"))
+    nb = nbformat.read(path, as_version=4)
+    setup = _setup_cell(nb)
+    setup.source = setup.source.replace(release.install_spec(), "git+https://github.com/someone/fork@main")
+    nbformat.write(nb, path)
+    assert release.install_problems([source]) == [
+        f"{path}: the setup cell installs git+https://github.com/someone/fork@main, not "
+        f"{release.install_spec()} as pyproject.toml says (or its fallback differs from release's)"]
+
+    # Another version in the setting: every notebook disagrees until release rewrites it.
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text((ROOT / "pyproject.toml").read_text().replace('version = "', 'version = "9.', 1))
+    assert release.install_spec(pyproject).endswith("@v9." + release.install_spec().split("@v")[1])
+    assert release.write_install_lines(source, [ASSIGNMENT], pyproject) == [path]
+    assert release.install_problems([source], pyproject) == []
+    rewritten = nbformat.read(path, as_version=4)
+    original = nbformat.read(_notebook("solutions"), as_version=4)
+    assert f'CHECKS = "{release.install_spec(pyproject)}"' in _setup_cell(rewritten).source
+    assert [c for c in rewritten.cells if c is not _setup_cell(rewritten)] == \
+        [c for c in original.cells if c is not _setup_cell(original)]
+    assert release.write_install_lines(source, [ASSIGNMENT], pyproject) == []  # nothing left to do
+
+    # A notebook that imports the checks with no fallback is reported, not silently skipped.
+    setup = _setup_cell(rewritten)
+    setup.source = "from attention_checks.core import pick_device\n"
+    nbformat.write(rewritten, path)
+    assert "has no `except ImportError:` fallback" in release.install_problems([source])[0]
+    with pytest.raises(SystemExit, match="no `except ImportError:` fallback"):
+        release.write_install_lines(source, [ASSIGNMENT])
+
+
+def test_release_runs_without_bubblewrap(tmp_path):
+    """Release runs no student code: it must not ask for the sandbox (issue 13)."""
+    bin_dir = tmp_path / "bin"  # a PATH with this Python's tools and nothing else: no bwrap, no prlimit
+    bin_dir.mkdir()
+    for tool in Path(sys.executable).parent.iterdir():
+        (bin_dir / tool.name).symlink_to(tool)
+    assert shutil.which("bwrap", path=str(bin_dir)) is None
+    shutil.copytree(ROOT / "solutions" / ASSIGNMENT, tmp_path / "src" / ASSIGNMENT)
+    run = subprocess.run([sys.executable, "-m", "autograder", "release", ASSIGNMENT, "--source", tmp_path / "src",
+                          "--dest", tmp_path / "out"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PATH": str(bin_dir)})
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "out" / ASSIGNMENT / _notebook("exercises").name).is_file()
+
+
+# --------------------------------------------------------------------------
+# the setup cell in a fresh environment, as on Colab
+
+
+def _fresh_venv(tmp_path: Path) -> Path:
+    """A virtual environment without the course's package that reuses this one's torch, Jupyter and
+    pip (no download): a .pth names a folder of links to this site-packages, minus the course."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    shared = tmp_path / "shared-site-packages"
+    shared.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        # The editable install of this clone (a .pth and its finder) and its metadata stay out.
+        if entry.suffix != ".pth" and not entry.name.startswith(("__editable__", "attention_from_scratch")):
+            (shared / entry.name).symlink_to(entry)
+    python = venv / "bin" / "python"
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "shared.pth").write_text(f"{shared}\n")
+    return python
+
+
+def _release_stand_in(tmp_path: Path) -> str:
+    """A git repository of this working tree (what a commit would hold), tagged as the release
+    the setting names; returns the setup cell's install spec pointed at it."""
+    repo = tmp_path / "published"
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    git = ["git", "-c", "user.name=release", "-c", "user.email=release@example.org"]
+    subprocess.run(["git", "init", "--quiet", repo], check=True)
+    subprocess.run([*git, "add", "--all"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "release"], cwd=repo, check=True)
+    subprocess.run([*git, "tag", release.install_setting()[1]], cwd=repo, check=True)
+    return f"git+file://{repo}@{release.install_setting()[1]}"
+
+
+def _kernel(tmp_path: Path, python: Path, monkeypatch) -> str:
+    """A Jupyter kernelspec that starts ``python``'s ipykernel; returns its name."""
+    spec = tmp_path / "jupyter" / "kernels" / "fresh"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        f'{{"argv": ["{python}", "-m", "ipykernel_launcher", "-f", "{{connection_file}}"], '
+        f'"display_name": "fresh", "language": "python"}}')
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # the kernel must not see this clone
+    # Offline: pip builds the package with this environment's setuptools instead of fetching
+    # one from PyPI into an isolated build environment (on Colab pip does fetch it).
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")
+    return "fresh"
+
+
+def test_the_setup_cell_installs_the_checks_in_a_fresh_kernel_outside_a_clone(tmp_path, monkeypatch):
+    from nbclient import NotebookClient
+
+    python = _fresh_venv(tmp_path)
+    assert subprocess.run([python, "-c", "import attention_checks"], capture_output=True, cwd=tmp_path).returncode
+    stand_in = _release_stand_in(tmp_path)
+    kernel = _kernel(tmp_path, python, monkeypatch)
+    work = tmp_path / "colab"  # the student's folder: no attention_checks in it or above it
+    work.mkdir()
+    assert not [p for p in [work, *work.parents] if (p / "attention_checks").exists()]
+
+    released = nbformat.read(_notebook("exercises"), as_version=4)
+    setup = _setup_cell(released).source
+    assert setup.count(release.install_spec()) == 1
+    unreachable = setup.replace(release.install_spec(), f"git+file://{tmp_path}/no-such-fork@v0")
+    reachable = setup.replace(release.install_spec(), stand_in)
+    where = "import attention_checks; print('checks from', attention_checks.__file__)"
+    # The solution notebook's other cells: solutions and visible and hidden tests, all must pass.
+    solution = nbformat.read(_notebook("solutions"), as_version=4)
+    rest = [c for c in solution.cells if c.cell_type == "code" and c is not _setup_cell(solution)]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(unreachable), nbformat.v4.new_code_cell(reachable),
+                                         nbformat.v4.new_code_cell(where), *rest], metadata=solution.metadata)
+    NotebookClient(nb, timeout=300, kernel_name=kernel, allow_errors=True,
+                   resources={"metadata": {"path": str(work)}}).execute()
+
+    failed, installed, found, *tests = [c.outputs for c in nb.cells]
+    errors = [o for o in failed if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0].ename == "ImportError", failed
+    paragraph = errors[0].evalue
+    assert "Could not install the course's check helpers" in paragraph and "no-such-fork" in paragraph
+    assert "does not appear to be a git repository" in paragraph, paragraph  # git's own reason
+    assert f"git clone {release.install_setting()[0]}" in paragraph and "exercises/" in paragraph
+    assert not [o for o in installed if o.output_type == "error"], installed
+    assert "tests run on" in "".join(o.get("text", "") for o in installed)
+    text = "".join(o.get("text", "") for o in found)
+    assert f"checks from {tmp_path / 'venv'}" in text, text
+    assert tests and not [o for outputs in tests for o in outputs if o.output_type == "error"], tests
