@@ -30,6 +30,7 @@ class Outcome:
     value: Any = None
     error: str | None = None
     not_implemented: bool = False
+    modified: tuple[str, ...] = ()  # the inputs the student's code changed in place
 
 
 RECORD_VARIABLE = "ATTENTION_CHECKS_RECORD"  # set to "1" in every grading kernel's environment
@@ -58,8 +59,9 @@ def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tenso
 
 def _encode_outcome(outcome: Outcome, like: torch.Tensor) -> dict:
     if outcome.error is not None:
-        return {"error": outcome.error, "not_implemented": outcome.not_implemented}
-    return {"value": _encode(outcome.value, like), "device": str(like.device)}
+        return {"error": outcome.error, "not_implemented": outcome.not_implemented, "modified": list(outcome.modified)}
+    device = str(like.device) if like is not None else "cpu"
+    return {"value": _encode(outcome.value, like), "device": device, "modified": list(outcome.modified)}
 
 
 def _encode(value: Any, like: torch.Tensor) -> Any:
@@ -85,9 +87,11 @@ def _encode(value: Any, like: torch.Tensor) -> Any:
 def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
     """(outcome, the device the inputs were on); a malformed record decodes as an error."""
     try:
+        modified = tuple(str(name) for name in data.get("modified", ()))
         if "error" in data:
-            return Outcome(error=str(data["error"]), not_implemented=bool(data.get("not_implemented"))), None
-        return Outcome(_decode(data["value"])), str(data["device"])
+            return Outcome(error=str(data["error"]), not_implemented=bool(data.get("not_implemented")),
+                           modified=modified), None
+        return Outcome(_decode(data["value"]), modified=modified), str(data["device"])
     except Exception:  # noqa: BLE001 - anything malformed that came out of the kernel
         return Outcome(error="the recorded result could not be read"), None
 
@@ -140,12 +144,23 @@ class Replay:
     def __init__(self, records: Sequence[dict], forbidden_uses: Callable[[Any, Sequence[str]], list[str]]):
         self.records = list(records)
         self.forbidden_uses = forbidden_uses
+        self.tampered = False  # a record that is not the next one the test cell's checks emit
 
     def take(self, check: str) -> dict | None:
-        for i, record in enumerate(self.records):
-            if isinstance(record, dict) and record.get("check") == check:
-                return self.records.pop(i)
+        """The next record, which must be this check's: the genuine checks of a test cell emit
+        exactly one record each, in order. Anything else was forged."""
+        if not self.records:
+            return None  # the cell did not run to this check: no record, no points
+        record = self.records.pop(0)
+        if isinstance(record, dict) and record.get("check") == check:
+            return record
+        self.tampered = True
         return None
+
+    @property
+    def genuine(self) -> bool:
+        """Every record was taken, each by the check that emits it."""
+        return not self.tampered and not self.records
 
 
 _current: contextvars.ContextVar[Replay | None] = contextvars.ContextVar("attention_checks_replay", default=None)

@@ -25,6 +25,8 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 import attention_checks
 from attention_checks.core import CheckFailed, PartialCredit
+from attention_checks import registry
+from attention_checks.answers.judging import judge_records
 from attention_checks.record import MIME, Replay, replaying
 
 from .scanner import SourceScanner, StudentObject
@@ -60,12 +62,31 @@ class _CellNamespace(dict):
 
 
 def check_functions() -> dict[str, Any]:
-    """Every ``check_*`` function of the course's check modules, by name."""
+    """Every ``check_*`` function of the course's check modules, by name (declared checks
+    and the functions of modules not yet declared in the registry)."""
     found = {}
     for info in pkgutil.iter_modules(attention_checks.__path__):
+        if info.name == "answers":
+            continue
         module = importlib.import_module(f"{attention_checks.__name__}.{info.name}")
         found.update({name: getattr(module, name) for name in dir(module) if name.startswith("check_")})
+    found.update(registry.load_all())
     return found
+
+
+class JudgedCheck:
+    """What a declared check's name means while the grader re-runs a test cell: judge the
+    cell's next record against the references built here, with the forbidden uses found in
+    the student's source."""
+
+    def __init__(self, check: registry.Check, replay: Replay):
+        self.check, self.replay = check, replay
+
+    def __call__(self, student: Any, *, points: float, cases, device: Any = None):
+        __tracebackhide__ = True
+        found = self.replay.forbidden_uses(student, sorted(set(self.check.forbidden.values())))
+        record = self.replay.take(self.check.name)
+        return judge_records(self.check, record, cases, points=points, found=found).deliver()
 
 
 def run_test_source(source: str, shared: dict) -> Any:
@@ -95,8 +116,11 @@ class JudgeTests(NbGraderPreprocessor):
         records = [o.data[MIME] for o in cell.outputs
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, outputs = io.StringIO(), []
+        replay = Replay(records, scanner.uses)
+        shared.update({name: JudgedCheck(check, replay) for name, check in shared.items()
+                       if isinstance(check, registry.Check)})
         try:
-            with replaying(Replay(records, scanner.uses)), contextlib.redirect_stdout(printed):
+            with replaying(replay), contextlib.redirect_stdout(printed):
                 result = run_test_source(cell.source, shared)
         except CheckFailed as failure:
             result, error = None, ("CheckFailed", str(failure))
@@ -104,6 +128,10 @@ class JudgeTests(NbGraderPreprocessor):
             result, error = None, (type(failure).__name__, f"this test could not be graded: {failure}")
         else:
             error = None
+        if not replay.genuine:  # a record the genuine checks did not emit: forged
+            printed, result = io.StringIO(), None
+            error = ("CheckFailed", "this test's recorded results were tampered with (a record that the test's "
+                     "own checks did not emit, or one too many): 0 points for this test")
         if printed.getvalue():
             outputs.append(new_output("stream", name="stdout", text=printed.getvalue()))
         if error:

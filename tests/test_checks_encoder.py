@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from test_attention_checks import _corpus, _python, _tf32, run_test_cell  # noqa: E402
+from notebook_harness import _corpus, _python, run_test_cell, tf32 as _tf32  # noqa: E402
 
 from attention_checks import CheckFailed  # noqa: E402
 from attention_checks import encoder as enc  # noqa: E402

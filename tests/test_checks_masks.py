@@ -36,7 +36,7 @@ from attention_checks.masks import (  # noqa: E402
     check_padding_mask,
 )
 from attention_checks.record import _encode_outcome, decode_outcome  # noqa: E402
-from test_attention_checks import _corpus, _nbgrader, _python, _tf32, run_test_cell  # noqa: E402
+from notebook_harness import _corpus, _nbgrader, _python, run_test_cell, tf32 as _tf32  # noqa: E402
 
 NOTEBOOK = ROOT / "solutions" / "05-masks" / "masks.ipynb"
 CORPUS = ROOT / "tests" / "corpus" / "05-masks"

@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from notebook_harness import SourceNotebook, load_corpus
-from test_attention_checks import _nbgrader, _python, _tf32, run_test_cell
+from notebook_harness import _nbgrader, _python, run_test_cell, tf32 as _tf32
 
 from attention_checks import CheckFailed
 from attention_checks.core import ForbiddenCalls, judge, probe

@@ -17,7 +17,7 @@ from attention_checks.self_attention import (
     check_simple_self_attention,
 )
 from notebook_harness import SourceNotebook, free_names, load_corpus
-from test_attention_checks import _nbgrader, _tf32
+from notebook_harness import _nbgrader, tf32 as _tf32
 
 ASSIGNMENT = "01-self-attention"
 NB = SourceNotebook(ASSIGNMENT)

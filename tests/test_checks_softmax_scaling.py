@@ -35,7 +35,7 @@ from attention_checks.softmax_scaling import (
     check_softmax,
 )
 from notebook_harness import SourceNotebook, free_names, load_corpus
-from test_attention_checks import _nbgrader, _tf32
+from notebook_harness import _nbgrader, tf32 as _tf32
 
 ASSIGNMENT = "02-softmax-scaling"
 NB = SourceNotebook(ASSIGNMENT)

@@ -1,0 +1,341 @@
+"""Judging outcomes: references, comparisons, diagnoses, hints and the report nbgrader reads.
+
+The same code judges in the student's own notebook (right after the probe) and in the grader
+(on the outcomes a grading kernel recorded). A report turns into what nbgrader reads:
+
+* every case passes      -> prints one line, returns None     (full points)
+* some credit            -> prints a report, returns a number (partial credit)
+* no credit              -> raises CheckFailed with the report (0 points)
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import torch
+
+from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, quiet, tolerance
+from ..record import Outcome, decode_outcome, device_name
+
+if TYPE_CHECKING:
+    from ..registry import Check, Inputs, Spec
+
+
+# --------------------------------------------------------------------------
+# what an answer module declares
+
+
+@dataclass
+class Mistake:
+    """What a specific buggy implementation would return, and a hint about it."""
+
+    hint: str
+    outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
+
+
+def no_mistakes(x: "Inputs", spec: "Spec", expected: Mapping[str, Any]) -> dict[str, Mistake]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How a check is judged: the reference and the known mistakes, both on float64 CPU inputs."""
+
+    reference: Callable[["Inputs", "Spec"], dict[str, Any]]  # output name -> expected value
+    mistakes: Callable[["Inputs", "Spec", Mapping[str, Any]], dict[str, Mistake]] = no_mistakes
+
+
+def answer_for(check: "Check") -> Answer:
+    return importlib.import_module(check.answers_module).ANSWERS[check.name]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A case as the judge sees it: its inputs (float64, CPU), description and reference."""
+
+    spec: dict
+    x: "Inputs"
+    dtype: torch.dtype  # the inputs' dtype: what the outputs must have, and their tolerance
+    shown: str
+    expected: dict[str, Any]
+
+
+_JUDGED: dict[tuple[int, str], Judged] = {}
+
+
+def judged(check: "Check", case: Mapping[str, Any]) -> Judged:
+    """A case's judged form, built once per process: every student is judged against the same
+    cases. Nothing here is ever handed to student code (the probe builds its own inputs)."""
+    key = (id(check), repr(sorted((str(k), repr(v)) for k, v in case.items())))
+    if key not in _JUDGED:
+        spec, inputs = check.spec(case), check.build(case)
+        like = inputs.like
+        x = inputs.as_reference()
+        expected = answer_for(check).reference(x, spec)
+        dtype = like.dtype if like is not None else torch.float32
+        _JUDGED[key] = Judged(spec, x, dtype, check.describe(inputs, spec), expected)
+    return _JUDGED[key]
+
+
+# --------------------------------------------------------------------------
+# comparing one output
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass
+class Verdict:
+    structure_ok: bool  # a tensor of the right shape, dtype and device
+    values_ok: bool
+    line: str  # e.g. "shape (2, 5, 4) ok; values differ: max abs error 0.31 (allowed 0.005 + 0.005·|expected|)"
+
+    @property
+    def fraction(self) -> float:
+        return STRUCTURE_SHARE * self.structure_ok + (1 - STRUCTURE_SHARE) * self.values_ok
+
+
+def _as_float64(got: Any) -> torch.Tensor | None:
+    try:
+        return got.detach().to("cpu", torch.float64, copy=True)
+    except Exception:  # noqa: BLE001 - e.g. a meta tensor, a complex one
+        return None
+
+
+def same_plain(got: Any, expected: Any) -> bool:
+    """Equality for plain values: floats to 1e-6 relative, the rest exactly (bool is not int)."""
+    if isinstance(expected, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(expected)
+                and all(same_plain(g, e) for g, e in zip(got, expected)))
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, float) and isinstance(got, numbers.Real):  # numpy scalars too
+        return math.isclose(float(got), expected, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(expected, int) and isinstance(got, numbers.Integral):
+        return int(got) == expected
+    return type(got) is type(expected) and got == expected
+
+
+def close(got: Any, expected: Any, dtype: torch.dtype, equal_nan: bool = False) -> bool:
+    """Same shape and values within the tolerances of `dtype` (the inputs' dtype)."""
+    if not isinstance(expected, torch.Tensor):
+        return same_plain(got, expected)
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(expected.shape):
+        return False
+    got = _as_float64(got)
+    return got is not None and torch.allclose(got, expected.to(torch.float64), equal_nan=equal_nan, **tolerance(dtype))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict:
+    """One output against its reference; `device` is where the inputs were when the code ran."""
+    if not isinstance(expected, torch.Tensor):
+        ok = same_plain(got, expected)
+        return Verdict(ok, ok, "ok" if ok else f"got {_short(got)}, expected {_short(expected)}")
+    if not isinstance(got, torch.Tensor):
+        return Verdict(False, False, f"expected a tensor, got {type(got).__name__}")
+    shape, want = tuple(got.shape), tuple(expected.shape)
+    if shape != want:
+        return Verdict(False, False, f"shape {shape}, expected {want}")
+    problems = []
+    want_dtype = dtype if expected.is_floating_point() else expected.dtype
+    if got.dtype != want_dtype:
+        problems.append(f"dtype {_dtype_name(got.dtype)}, expected {_dtype_name(want_dtype)}")
+    if device_name(got) != device:
+        problems.append(f"on {device_name(got)}, expected {device} (the input's device)")
+    structure_ok = not problems
+
+    tol = tolerance(dtype)
+    values = _as_float64(got)
+    if values is None:
+        return Verdict(structure_ok, False, "; ".join([f"shape {shape} ok", *problems, "values cannot be read"]))
+    expected = expected.to(torch.float64)
+    values_ok = torch.allclose(values, expected, **tol)
+    if not values_ok:
+        finite = expected.isfinite() & values.isfinite()
+        nonfinite = int((values.isnan() | (values.isinf() != expected.isinf())).sum())
+        text = "values differ"
+        if finite.any() and (values - expected)[finite].abs().max().item() > 0:
+            err = (values - expected)[finite].abs().max().item()
+            text += f": max abs error {err:.3g} (allowed {tol['atol']:g} + {tol['rtol']:g}·|expected|)"
+        if nonfinite:
+            text += f"{',' if ':' in text else ':'} {nonfinite} NaN/inf where the reference has none"
+        problems.append(text)
+    line = "; ".join([f"shape {shape} ok", *problems] + (["values ok"] if values_ok else []))
+    return Verdict(structure_ok, values_ok, line)
+
+
+def _float32_only(got: Mapping[str, Any], expected: Mapping[str, Any], dtype: torch.dtype) -> bool:
+    """float64 inputs whose outputs agree to float32 precision only: computed in float32 inside."""
+    return dtype == torch.float64 and all(
+        isinstance(e, torch.Tensor) and isinstance(got.get(n), torch.Tensor) and tuple(got[n].shape) == tuple(e.shape)
+        and _as_float64(got[n]) is not None
+        and torch.allclose(_as_float64(got[n]), e.to(torch.float64), **TOLERANCES[torch.float32])
+        for n, e in expected.items())
+
+
+def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[str]) -> list[str]:
+    """Hints of the known mistakes that explain the outputs in `wrong`, first match first."""
+    hints = []
+    with quiet():
+        mistakes = answer_for(check).mistakes(case.x, case.spec, case.expected)
+    for mistake in mistakes.values():
+        claimed = {name: out for name, out in mistake.outputs.items() if out is not None}
+        if not claimed.keys() & wrong:
+            continue
+        # the bug must reproduce every output it determines, and differ from the reference somewhere
+        if all(close(got.get(name), out, case.dtype, equal_nan=True) for name, out in claimed.items()) and any(
+            not close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in claimed.items()
+        ):
+            hints.append(mistake.hint)
+            wrong = wrong - claimed.keys()
+            if not wrong:
+                break
+    if not hints and _float32_only(got, case.expected, case.dtype):
+        hints.append("Your values agree with the reference to float32 precision only: compute float64 inputs "
+                     "in float64 (no .float(), no float32 constants or buffers).")
+    return hints
+
+
+# --------------------------------------------------------------------------
+# judging one case
+
+
+@dataclass
+class CaseResult:
+    fraction: float
+    lines: list[str] = field(default_factory=list)  # what went wrong; empty when the case passes
+    hints: list[str] = field(default_factory=list)
+    not_implemented: bool = False
+
+
+def _unpack(result: Any, names: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+    if len(names) == 1:
+        return {names[0]: result}, None
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        what = f"a {type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+        return {}, f"expected a tuple ({', '.join(names)}), got {what}"
+    return dict(zip(names, result)), None
+
+
+IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _, such as masked_fill_, or "
+                 "x[...] = ...): the caller's tensor changes too. Work on a new tensor (masked_fill, x.clone()).")
+
+
+def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> CaseResult:
+    if outcome.error is not None:
+        return CaseResult(0.0, [outcome.error], not_implemented=outcome.not_implemented)
+    names = list(check.outputs)
+    got, problem = _unpack(outcome.value, names)
+    if problem:
+        return CaseResult(0.0, [problem])
+    verdicts = {name: compare(got[name], case.expected[name], case.dtype, device) for name in names}
+    fraction = sum(v.fraction for v in verdicts.values()) / len(verdicts)
+    width = max(map(len, names))
+    lines = [f"{name:<{width}} : {v.line}" for name, v in verdicts.items()] if fraction < 1 else []
+    hints = []
+    if outcome.modified:
+        fraction = min(fraction, STRUCTURE_SHARE)
+        lines.append(f"changed {', '.join(outcome.modified)} in place")
+        hints.append(IN_PLACE_HINT)
+    if fraction == 1:
+        return CaseResult(1.0)
+    wrong = {name for name, v in verdicts.items() if not v.values_ok}
+    if wrong:
+        hints = diagnose(got, case, check, wrong) + hints
+    return CaseResult(fraction, lines, hints)
+
+
+# --------------------------------------------------------------------------
+# the report
+
+
+@dataclass
+class Report:
+    score: float
+    points: float
+    text: str
+
+    def deliver(self):
+        """What nbgrader reads from a test cell (see the module docstring)."""
+        __tracebackhide__ = True
+        if self.score >= self.points:
+            print(self.text)
+            return None
+        if self.score <= 0:
+            raise CheckFailed(self.text) from None
+        print(self.text)
+        return PartialCredit(self.score, self.points)
+
+
+def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
+    uses = []
+    for use in found:
+        line = getattr(use, "line", "")
+        uses.append(f"{use} (`{line}`)" if line else str(use))
+    return (f"✗ {name} calls {' and '.join(uses)}, which this exercise asks you to write yourself. "
+            f"Doing so earns no points for that function (0 / {points:g}).")
+
+
+def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
+          forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3) -> Report:
+    """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded)."""
+    if forbidden:
+        return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
+    built = [judged(check, case) for case in cases]
+    if devices is None:
+        devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
+    results = [judge_case(check, o, b, d) for o, b, d in zip(outcomes, built, devices)]
+    fraction = sum(r.fraction for r in results) / len(results)
+    if fraction == 1:
+        return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")
+
+    # round to 2 decimals for a deterministic grade; never show full points for a failing check
+    score = max(min(round(points * fraction, 2), round(points - 0.01, 2)), 0.0)
+    failed = [(i, r) for i, r in enumerate(results) if r.fraction < 1]
+    if all(r.not_implemented for r in results):
+        return Report(0.0, points, f"✗ {check.name} is not implemented yet (0 / {points:g} points)")
+    report = [f"✗ {check.name}: {len(failed)} of {len(results)} cases fail ({score:g} / {points:g} points)"]
+    given: list[str] = []  # each hint once, where it first applies
+    # show the first failing cases, and any later one that brings a hint not yet given
+    for n, (i, r) in enumerate(failed):
+        fresh = [h for h in r.hints if h not in given]
+        if n >= shown and not fresh:
+            continue
+        given += fresh
+        report.append(f"\ncase {i + 1}: {built[i].shown.replace(DEVICE, devices[i].split(':')[0])}")
+        report += ["    " + line for line in r.lines]
+        report += [f"    hint: {h}" for h in fresh]
+        if r.hints and not fresh:
+            report.append("    hint: as above")
+    listed = sum(1 for line in report if line.startswith("\ncase "))
+    if len(failed) > listed:
+        report.append(f"\n... and {len(failed) - listed} more failing case(s)")
+    return Report(score, points, "\n".join(report))
+
+
+def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]], *, points: float,
+                  found: Sequence[str] = ()) -> Report:
+    """The grader's side: a test cell's record from the kernel, and the forbidden uses the grader
+    found in the student's source (`found`); the kernel's own observation can only add to them."""
+    if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list) \
+            or len(record["outcomes"]) != len(cases):
+        return Report(0.0, points, f"✗ {check.name}: no result was recorded for this test (0 / {points:g} points). "
+                      "Did the notebook stop, or was the check changed, before this cell ran?")
+    decoded = [decode_outcome(data) for data in record["outcomes"]]
+    outcomes = [o for o, _ in decoded]
+    devices = [d or "cpu" for _, d in decoded]
+    recorded = record.get("forbidden", [])
+    names = set(check.forbidden.values())
+    kernel_seen = [n for n in recorded if isinstance(n, str) and n in names] if isinstance(recorded, list) else []
+    by_name = {str(f): f for f in found}
+    uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
+    return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices)

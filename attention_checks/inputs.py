@@ -1,0 +1,25 @@
+"""Inputs shared by the checks: random masks in both conventions, and lengths of padded batches.
+
+Every generator here is a private CPU generator from the case's seed (``core.generator``):
+a case gives the same inputs on every device and in every process.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def keep_mask(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """Random boolean mask, True = may attend (F.scaled_dot_product_attention's convention).
+    Every row keeps a key and masks a key, so that neither the mask nor its inverse hides a
+    whole row (whose result is undefined)."""
+    *rows, S = shape
+    assert S >= 2, "masks need at least 2 keys"
+    keep = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.6
+    first = torch.randint(S, (*rows, 1), generator=gen)
+    other = (first + torch.randint(1, S, (*rows, 1), generator=gen)) % S  # a different key of the same row
+    return keep.scatter(-1, first, True).scatter(-1, other, False)
+
+
+def block_mask(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    """The same random mask in nn.MultiheadAttention's convention: True = may NOT attend."""
+    return ~keep_mask(shape, gen)

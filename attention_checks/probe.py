@@ -1,0 +1,73 @@
+"""The kernel's side of a check: run the student's code on a case's inputs, and nothing else.
+
+``probe_all`` builds each case's inputs (never a reference), moves them to the device, calls
+the student's object under ``ForbiddenCalls`` and notes what it returned or raised and which
+inputs it changed in place. Under the autograder, ``publish`` displays those outcomes as the
+test cell's record; the grader judges them (``answers.judging``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+import torch
+
+from .core import ForbiddenCalls, describe_error, quiet
+from .record import Outcome, publish as publish_record
+
+if TYPE_CHECKING:
+    from .registry import Check, Inputs
+
+
+@dataclass
+class Probed:
+    outcomes: list[Outcome]
+    likes: list[torch.Tensor | None]  # each case's `like` input, on the device the code ran on
+    forbidden: list[str]  # forbidden calls seen while the student's code ran
+
+
+def _snapshot(inputs: "Inputs") -> dict[str, torch.Tensor]:
+    return {name: value.clone() for name, value in inputs.named.items() if isinstance(value, torch.Tensor)}
+
+
+def _changed(inputs: "Inputs", before: Mapping[str, torch.Tensor]) -> tuple[str, ...]:
+    changed = []
+    for name, copy in before.items():
+        now = inputs.named[name]
+        same = now.shape == copy.shape and now.dtype == copy.dtype and (
+            torch.equal(now, copy) or (now.is_floating_point() and torch.allclose(now, copy, rtol=0, atol=0, equal_nan=True)))
+        if not same:
+            changed.append(name)
+    return tuple(changed)
+
+
+def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: ForbiddenCalls) -> Outcome:
+    """One call of the student's code; any failure is this case's."""
+    before = _snapshot(inputs)
+    try:
+        with quiet(), guard:
+            value = check.call(student, inputs, spec)
+    except Exception as error:  # noqa: BLE001 - student code
+        return Outcome(error=describe_error(error), not_implemented=isinstance(error, NotImplementedError),
+                       modified=_changed(inputs, before))
+    return Outcome(value, modified=_changed(inputs, before))
+
+
+def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], device: torch.device) -> Probed:
+    __tracebackhide__ = True
+    guard = ForbiddenCalls(check.forbidden)
+    outcomes, likes = [], []
+    for case in cases:
+        spec = check.spec(case)
+        inputs = check.build(case).to(device)
+        if not callable(student):
+            outcomes.append(Outcome(error=f"expected a {check.kind}, got {type(student).__name__}"))
+        else:
+            outcomes.append(probe(check, student, inputs, spec, guard))
+        likes.append(inputs.like)
+    return Probed(outcomes, likes, list(guard.seen))
+
+
+def publish(name: str, probed: Probed) -> None:
+    """The test cell's record, for the grader (only under the autograder)."""
+    publish_record(name, probed.outcomes, probed.likes, probed.forbidden)
