@@ -16,6 +16,7 @@ import atexit
 import json
 import math
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -49,7 +50,31 @@ KERNEL_ENVIRONMENT = {"PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_
 
 
 def bwrap_available() -> bool:
-    return shutil.which("bwrap") is not None and shutil.which("prlimit") is not None
+    tools = ["bwrap", "prlimit"] + (["setpriv"] if os.geteuid() == 0 else [])
+    return all(shutil.which(tool) for tool in tools)
+
+
+# When the grader runs as root (CI, containers), each sandbox runs as a uid of its own from
+# this range, with no passwd entry and no files outside the sandbox: the kernel never limits
+# the processes of root (RLIMIT_NPROC), and counts those of any other uid machine-wide, so a
+# uid per sandbox makes the limit hold for that sandbox alone.
+SANDBOX_UIDS = range(2**30, 2**31)
+
+
+def sandbox_uid() -> int | None:
+    """The uid a new sandbox runs as: a fresh unprivileged one when the grader is root; None
+    otherwise (the grader's own, seen as root in bwrap's user namespace, and limited)."""
+    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS)) if os.geteuid() == 0 else None
+
+
+def give_to(path: Path, uid: int | None) -> None:
+    """Make ``path`` (and what it holds) the sandbox user's, so that a kernel can write there."""
+    if uid is None:
+        return
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for folder, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
 def _system_view() -> list[str]:
@@ -66,6 +91,21 @@ def _system_view() -> list[str]:
     return args
 
 
+def _parents(targets: list[str], mounted: list[str]) -> list[str]:
+    """bwrap arguments that create the folders leading to ``targets`` readable by anyone:
+    bwrap would copy their modes (a Python under /root, mode 700, would be out of reach of
+    an unprivileged sandbox user). Folders in what is already ``mounted`` exist, or cannot be made."""
+    args, made = [], {"/", "/tmp"}
+    for target in targets:
+        for parent in reversed(Path(target).parents):
+            path = str(parent)
+            if path in made or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounted):
+                continue
+            made.add(path)
+            args += ["--perms", "0755", "--dir", path]
+    return args
+
+
 def python_view() -> list[str]:
     """The folders the kernel's Python needs, read-only: the interpreter, the venv, the checks."""
     folders = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), CHECKS_DIR}
@@ -73,12 +113,28 @@ def python_view() -> list[str]:
 
 
 def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
-                    file_bytes: int, processes: int, read_only: list[Path] = ()) -> list[str]:
-    """``command`` wrapped in bwrap (isolation) and prlimit (resource limits)."""
-    # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when run
-    # as root): no mounts, no tracing or signalling past the usual rules.
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", *_system_view()]
+                    file_bytes: int, processes: int, read_only: list[Path] = (), uid: int | None = None) -> list[str]:
+    """``command`` wrapped in bwrap (isolation) and prlimit (resource limits), run as ``uid``
+    (from ``sandbox_uid``) when the grader is root."""
+    if uid is None:
+        # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when
+        # run as root): no mounts, no tracing or signalling past the usual rules.
+        isolation, become = ["--unshare-all", "--cap-drop", "ALL"], []
+    else:
+        # As root, bwrap's user namespace would map the sandbox to root, whose processes the
+        # kernel does not count: no user namespace; the sandbox may only change its uid, and
+        # setpriv does that at once, for good (no capabilities, no setuid programs after it).
+        isolation = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_DAC_READ_SEARCH"]  # to enter its folder first
+        become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                  "--inh-caps=-all", "--bounding-set=-all", "--"]
+    # /tmp and /dev/shm are the sandbox's own, writable by its user whoever that is.
+    args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
+            "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp",
+            *_system_view()]
+    binds = [*python_view(), *map(str, read_only), *map(str, writable)]
+    args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
     for folder in [*python_view(), *map(str, read_only)]:
         args += ["--ro-bind", folder, folder]
     for folder in writable:
@@ -91,7 +147,7 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
     limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]
     if memory_bytes:
         limits.append(f"--as={memory_bytes}")
-    return args + ["prlimit", *limits, "--", *command]
+    return args + [*become, "prlimit", *limits, "--", *command]
 
 
 class ForkServerError(RuntimeError):
@@ -118,8 +174,10 @@ class ForkServer:
         # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
         # whose paths must stay under 108 bytes.
         self.scratch = Path(tempfile.mkdtemp(prefix="autograder-sandbox-"))
+        self.uid = sandbox_uid()
+        give_to(self.scratch, self.uid)
         command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
-                                  chdir=self.scratch, read_only=[FORKSERVER], **self.limits)
+                                  chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL)
         self._buffer, self.dirty = b"", False
@@ -217,7 +275,10 @@ class ForkedKernel:
     def send_signal(self, signum: int) -> None:
         # Interrupts go by message; any signal that gets here means "stop".
         if self.poll() is None:
-            self.server.ask("kill", pid=self.pid)
+            try:
+                self.server.ask("kill", pid=self.pid)
+            except ForkServerError:  # the server was stopped, and its sandbox with the kernel in it
+                self.returncode = -signal.SIGKILL
 
     kill = terminate = lambda self: self.send_signal(signal.SIGKILL)
 
@@ -265,8 +326,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     memory_limit = Integer(4 * 1024**3, help="address-space limit of the kernel in bytes (0: none)").tag(config=True)
     file_size_limit = Integer(64 * 1024**2, help="largest file the kernel may write, in bytes").tag(config=True)
-    # RLIMIT_NPROC counts every process of the real user, so keep headroom on a busy machine.
-    process_limit = Integer(512, help="processes and threads (of the grading user) the kernel may run").tag(config=True)
+    # RLIMIT_NPROC counts the processes of the sandbox's user (a uid of its own, or a user namespace).
+    process_limit = Integer(512, help="processes and threads a sandbox may run").tag(config=True)
     work_root = Unicode("", help="where cold kernels' work folders go (default: the system temp dir)").tag(config=True)
     warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
     client_factory = Type(SandboxedKernelClient)
@@ -284,6 +345,7 @@ class SandboxedKernelManager(AsyncKernelManager):
             except ForkServerError as err:
                 self.log.warning("%s: this kernel starts cold", err)
                 self._server = None
+        self._uid = self._server.uid if self._server else sandbox_uid()
         self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root))
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
@@ -292,7 +354,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.connection_file = str(ipc_dir / "connection.json")
         # Signals cannot reach the kernel through bwrap: interrupt it with a message.
         self.kernel_spec.interrupt_mode = "message"
-        return await super()._async_pre_start_kernel(**kw)
+        started = await super()._async_pre_start_kernel(**kw)
+        give_to(self._sandbox_dir, self._uid)  # its sockets, and the connection file it reads
+        return started
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         workdir = self._sandbox_dir / "work"
@@ -300,6 +364,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         # there (a symlink where nbgrader will write, say) must not touch the course.
         notebook_dir = Path(kw.pop("cwd", None) or ".")
         shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
+        give_to(workdir, self._uid)
         if self._server and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
             kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir)
             self.provisioner.pid, self.provisioner.pgid = kernel.pid, None
@@ -312,7 +377,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         # rather than into the grader's terminal.
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
-                                  **self._limits())
+                                  uid=self._uid, **self._limits())
         return await super()._async_launch_kernel(command, **kw)
 
     async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:

@@ -242,11 +242,12 @@ assert len(ATTACKS) >= 25
 
 
 class HostileClass:
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, attacks: list[Attack] = ATTACKS,
+                 options: tuple[str, ...] = ("--cell-timeout", "10", "--notebook-timeout", "60")):
         self.root, self.out = tmp / "submitted", tmp / "results"
         make_submission(self.root, "twin-reference", ASSIGNMENT)
         make_submission(self.root, "twin-wrong", ASSIGNMENT, WRONG)
-        for attack in ATTACKS:
+        for attack in attacks:
             base = REFERENCE if attack.twin == "reference" else WRONG
             path = make_submission(self.root, attack.name, ASSIGNMENT, {SDPA: base[SDPA] + attack.cheat})
             if attack.tamper:
@@ -257,7 +258,7 @@ class HostileClass:
         self.malformed()
         self.digest = tree_digest(self.root)
         self.readme = (REPO / "README.md").read_bytes()
-        self.process = grade(self.root, self.out, "--cell-timeout", "10", "--notebook-timeout", "60")
+        self.process = grade(self.root, self.out, *options)
         assert self.process.returncode == 0, self.process.stderr[-3000:]
         self.results = Results.read(self.out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -114,6 +115,27 @@ def test_a_kernel_has_no_capabilities_and_cannot_look_into_its_server(tmp_path):
             except PermissionError:
                 print(what, "denied")""")
     assert out.split() == ["0000000000000000", "mem", "denied", "environ", "denied"]
+
+
+def test_a_fork_bomb_is_bounded_even_when_root_grades(tmp_path):
+    """RLIMIT_NPROC never limits root: a grader run as root runs its kernels as another user."""
+    out, alive = run_kernel(tmp_path, """
+        import os, time
+        started = 0
+        try:
+            for _ in range(2000):
+                if os.fork() == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                started += 1
+        except OSError:
+            pass
+        print(os.getuid(), started)""")
+    uid, started = map(int, out.split())
+    assert alive and 100 < started < LIMITS["processes"]
+    assert uid != 0 or os.geteuid() != 0
+    out, alive = run_kernel(tmp_path, "print(6 * 7)")  # the bomb's processes are gone with it
+    assert (out.strip(), alive) == ("42", True)
 
 
 @pytest.mark.parametrize("signal_name", ["SIGSTOP", "SIGKILL"])
