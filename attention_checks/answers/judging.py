@@ -19,6 +19,7 @@ import torch
 
 from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, quiet, tolerance
 from ..record import Outcome, decode_outcome, device_name
+from .hints import crash_hints, pattern_hints, structure_hints
 
 if TYPE_CHECKING:
     from ..registry import Check, Inputs, Spec
@@ -46,6 +47,9 @@ class Answer:
 
     reference: Callable[["Inputs", "Spec"], dict[str, Any]]  # output name -> expected value
     mistakes: Callable[["Inputs", "Spec", Mapping[str, Any]], dict[str, Mistake]] = no_mistakes
+    # hints for a case whose code raised, from its error text ("raised Type: message\n at: line"),
+    # before the generic ones of answers.hints
+    crash: Callable[["Inputs", "Spec", str], list[str]] | None = None
 
 
 def answer_for(check: "Check") -> Answer:
@@ -202,7 +206,18 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     if not hints and _float32_only(got, case.expected, case.dtype):
         hints.append("Your values agree with the reference to float32 precision only: compute float64 inputs "
                      "in float64 (no .float(), no float32 constants or buffers).")
+    if not hints:  # no known mistake: what the failing pattern itself says
+        masked = any("mask" in n and v is not None for n, v in case.x.named.items())
+        for name in sorted(wrong):
+            hints += pattern_hints(name, got.get(name), case.expected[name], masked)
     return hints
+
+
+def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
+    answer = answer_for(check)
+    with quiet():
+        own = answer.crash(case.x, case.spec, error) if answer.crash else []
+    return own + [h for h in crash_hints(error, case.x.named) if h not in own]
 
 
 # --------------------------------------------------------------------------
@@ -232,7 +247,8 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
 
 def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> CaseResult:
     if outcome.error is not None:
-        return CaseResult(0.0, [outcome.error], not_implemented=outcome.not_implemented)
+        hints = [] if outcome.not_implemented else _crash_hints(check, case, outcome.error)
+        return CaseResult(0.0, [outcome.error], hints, not_implemented=outcome.not_implemented)
     names = list(check.outputs)
     got, problem = _unpack(outcome.value, names)
     if problem:
@@ -251,6 +267,12 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
     wrong = {name for name, v in verdicts.items() if not v.values_ok}
     if wrong:
         hints = diagnose(got, case, check, wrong) + hints
+    for name, v in verdicts.items():  # the right shape, but the wrong dtype or device
+        expected = case.expected[name]
+        if not v.structure_ok and isinstance(expected, torch.Tensor) and isinstance(got[name], torch.Tensor) \
+                and tuple(got[name].shape) == tuple(expected.shape):
+            want = case.dtype if expected.is_floating_point() else expected.dtype
+            hints += structure_hints(name, got[name], want, device, device_name(got[name]))
     return CaseResult(fraction, lines, hints)
 
 

@@ -1,0 +1,148 @@
+"""Hints that need no list of known mistakes: for a case whose code raised, for an output whose
+failing pattern is characteristic (NaN rows, a constant factor, a transpose, values in other
+places), and for an output of the wrong dtype or device.
+
+They are read off what the judge has: the exception's type, message and line, the case's
+inputs (the contract: their shapes, which are None, which masks are float) and the outputs.
+A check's own ``Answer.crash`` comes first; these are the fallback that names the mechanism.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+import torch
+
+
+def _shape(t: torch.Tensor) -> str:
+    return f"({', '.join(map(str, t.shape))})"
+
+
+def _listing(names: list[str]) -> str:
+    return " and ".join(f"`{n}`" for n in names)
+
+
+def split_error(error: str) -> tuple[str, str]:
+    """(first line "raised Type: message", the student's line it raised at or "") of a probe's error."""
+    first, _, rest = error.partition("\n")
+    return first, rest.split("at:", 1)[1].strip() if "at:" in rest else ""
+
+
+def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
+    """Hints for a case whose code raised, from the exception and the case's inputs (`named`:
+    argument name -> value as the case passes them; an optional argument it leaves out is None)."""
+    first, line = split_error(error)
+    words = set(re.findall(r"[A-Za-z_]\w*", line))
+    tensors = {n: v for n, v in named.items() if isinstance(v, torch.Tensor)}
+    shapes = ", ".join(f"{n} {_shape(t)}" for n, t in tensors.items())
+    masks = [n for n in tensors if "mask" in n]
+    hints = []
+
+    if "NoneType" in first:
+        # every optional tensor argument of the course is a mask: one the line uses but the case leaves None
+        absent = sorted(w for w in words if (w in named and named[w] is None) or (w.endswith("mask") and w not in named))
+        if absent:
+            hints.append(f"{_listing(absent)} may be None (here it is): ask `if {absent[0]} is not None:` "
+                         "before using it.")
+        elif not line:  # no line to read the name from (a notebook's cell source is not always at hand)
+            hints.append(f"An argument that defaults to None may be None, as in this case (it passes "
+                         f"{', '.join(n for n, v in named.items() if v is not None)}): ask `if ... is not None:` "
+                         "before using it.")
+    m = re.search(r"einsum\(\): the number of subscripts in the equation \((\d+)\) does not match the number "
+                  r"of dimensions \((\d+)\)", first)
+    if m:
+        alike = [f"{n} {_shape(t)}" for n, t in tensors.items() if t.dim() == int(m[2])]
+        passes = f" (this case passes {', '.join(alike)})" if alike else ""
+        hints.append(f"Your einsum subscripts name {m[1]} dimensions, but the tensor has {m[2]}{passes}: write "
+                     "the leading dimensions as `...`, as in '...ld,...sd->...ls'.")
+    if re.search(r"only supports boolean masks|operator\.invert|bitwise_not", first):
+        floats = [n for n in masks if tensors[n].is_floating_point()]
+        if floats:
+            hints.append(f"{_listing(floats)} may be a float mask, as here: a float mask is added to the scores "
+                         "(scores + mask); only a boolean mask goes through masked_fill or ~.")
+        else:
+            hints.append("masked_fill takes a boolean mask (True where to fill) and ~ inverts booleans only: make "
+                         "masks with comparisons and logical operators (|, &, ~), not 0/1 numbers.")
+    m = re.search(r"(too many|not enough) values to unpack \(expected (\d+)", first)
+    if m and tensors:
+        hints.append(f"You unpack a shape into {m[2]} names, but this case passes {shapes}: take sizes from the "
+                     "end (x.size(-1), x.shape[-2:]) so that any number of leading dimensions works.")
+    if "view size is not compatible with input tensor's size and stride" in first:
+        hints.append("view cannot merge dimensions that a transpose has made non-contiguous: use reshape (or "
+                     ".contiguous().view(...)) after a transpose.")
+    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", first)
+    if m:
+        hints.append(f"Your view/reshape to [{m[1]}] does not hold the {m[2]} elements it gets: this case "
+                     f"passes {shapes}; compute the sizes from the input's shape instead of assuming them.")
+    m = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton", first)
+    if m:
+        align = (" A mask lines up with the last axes of the scores (..., L, S): give it axes of size 1 where it "
+                 "has none (a key mask (B, S) is (B, 1, S), or (B, 1, 1, S) with heads).") if masks else ""
+        hints.append(f"Two tensors do not broadcast ({m[1]} against {m[2]} on one axis); this case passes "
+                     f"{shapes}.{align}")
+    m = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", first)
+    if m:
+        hints.append(f"This case passes {shapes}: count dimensions from the end (-1, -2), which works for any "
+                     "number of leading dimensions.")
+    if re.search(r"mat1 and mat2 shapes cannot be multiplied|Expected size for first two dimensions of batch2", first):
+        hints.append(f"The shapes of a matrix product do not fit (this case passes {shapes}): the last axis of "
+                     "the left operand meets the second-to-last of the right one; check which axes you transpose.")
+    return hints
+
+
+def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]:
+    """What a wrong output's pattern says when no known mistake explains it (`masked`: the case
+    passes a mask)."""
+    if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.is_complex():
+        return []
+    if tuple(got.shape) != tuple(expected.shape) or not expected.is_floating_point():
+        return []
+    got, expected = got.detach().to("cpu", torch.float64), expected.to(torch.float64)
+    if not expected.isfinite().all():
+        return []
+    nan = got.isnan()
+    if nan.any():
+        if got.dim() and bool((nan.any(-1) == nan.all(-1)).all()):  # whole rows, nothing else
+            why = ("your masking hides every key of those rows (an inverted mask, or a float mask used as a "
+                   "boolean)" if masked else "a row of -inf, or exp overflowing to inf/inf")
+            return [f"{name} has {int(nan.all(-1).sum())} row(s) of NaN where the reference has numbers: a softmax "
+                    f"over a row whose scores are all -inf gives 0/0; here {why}."]
+        return []
+    if not got.isfinite().all():
+        return []
+
+    def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+    big = expected.abs() > 1e-3 * expected.abs().max()
+    if int(big.sum()) >= 2:
+        c = (got[big] / expected[big]).median().item()
+        if c != 0 and abs(c - 1) > 1e-3 and same(got, expected * c):
+            return [f"{name} is the reference times {c:.4g} everywhere: a constant factor is missing or extra "
+                    "(a scale such as 1/sqrt(d), or a sum where a mean is needed)."]
+    if expected.dim() >= 2 and expected.size(-1) == expected.size(-2) and same(got, expected.transpose(-2, -1)):
+        return [f"{name} is the reference with its last two axes swapped: transpose it, or swap the operands of "
+                "the product that makes it."]
+    if got.numel() > 1 and same(got.flatten().sort().values, expected.flatten().sort().values):
+        return [f"{name} holds the reference's values in other places: axes are mixed up (a view or reshape where "
+                "a transpose or permute is needed, or an operation along the wrong dim)."]
+    return []
+
+
+def structure_hints(name: str, got: Any, want_dtype: torch.dtype, device: str, got_device: str) -> list[str]:
+    """Hints for an output of the right values but the wrong dtype or device."""
+    hints = []
+    if isinstance(got, torch.Tensor) and got.dtype != want_dtype:
+        if want_dtype == torch.bool:
+            hints.append(f"Return {name} as a boolean tensor (torch.bool): comparisons such as `==` or `>` and "
+                         "torch.ones(..., dtype=torch.bool) give one; .int(), .long() or .float() turn it into "
+                         "numbers.")
+        else:
+            hints.append(f"{name} must have the inputs' dtype ({str(want_dtype).removeprefix('torch.')}): a tensor "
+                         "you create inside (torch.tensor, torch.zeros, torch.arange, a mask turned into numbers) "
+                         "or a .float()/.double() changes it; create tensors with dtype=x.dtype, or cast the "
+                         "result back with .to(x.dtype).")
+    if isinstance(got, torch.Tensor) and got_device != device:
+        hints.append(f"{name} is on {got_device}, the inputs on {device}: create new tensors on the input's device "
+                     "(device=x.device, or torch.zeros_like(x)).")
+    return hints
