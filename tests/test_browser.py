@@ -3,8 +3,9 @@
 Every page of the table of contents is served from 127.0.0.1 and must load nothing
 from anywhere else (host names do not even resolve in this browser), fail no request,
 throw no JavaScript error, typeset all its math with the site's own MathJax (no raw
-`$$` left) and load every image. Chapters must have math and figures; the sliders of
-chapter 02 must move their plots; exercise pages must open their notebook in Colab.
+`$$` left) and load every image. Chapters must have math and figures; every interactive
+figure (slider or checkbox) must redraw its plot; exercise and chapter pages must open
+their notebook in Colab.
 A screenshot of each page goes to test-artifacts/browser/.
 
 Needs Chromium (Debian: apt-get install chromium, which `make setup` does as root):
@@ -48,6 +49,14 @@ PAGES = [TOC["root"]] + _toc_files(TOC.get("parts", []) + TOC.get("chapters", []
 CHAPTERS = [p for p in PAGES if re.fullmatch(r"book/\d\d-[^/]+", p)]
 EXERCISES = [p for p in PAGES if p.startswith("exercises/")]
 SLIDER_PAGE = "book/02-softmax-scaling"
+# The kernel-free interactive figures (book/plots.py: bar_slider, explorer) each chapter must have.
+INTERACTIVES = {
+    "book/01-self-attention": ["temperature"],
+    "book/02-softmax-scaling": ["slider-std", "slider-dk"],
+    "book/04-multi-head": ["heads"],
+    "book/05-masks": ["mask-builder"],
+    "book/06-encoder": ["positional-encoding"],
+}
 
 
 # -- browser and server --------------------------------------------------------------------------
@@ -212,12 +221,28 @@ def test_exercise_page_opens_its_notebook_in_colab(chromium, site_url, page_name
                         r"/exercises/[\w.-]+/[\w.-]+\.ipynb", links[0]["href"]), links[0]["href"]
 
 
-@pytest.mark.parametrize("page_name", [p for p in PAGES if not p.startswith("exercises/")])
-def test_no_launch_buttons_on_markdown_pages(site, page_name):  # noqa: F811
-    # Colab, Binder, ... cannot open the MyST Markdown chapters: no rocket menu there.
+@pytest.mark.parametrize("page_name", CHAPTERS)
+def test_chapter_page_opens_its_notebook_in_colab(chromium, site_url, page_name):
+    # The chapter's notebook (book/_ext/chapter_notebooks.py), not its MyST Markdown source.
+    notebook = f"{page_name}.ipynb"
+    assert (REPO / notebook).is_file(), f"{notebook}: the Colab link would point at a missing notebook"
+    with opened(chromium, site_url + page_name + ".html") as page:
+        links = page.evaluate("""[...document.querySelectorAll('a[href*="colab.research.google.com"]')]
+            .map(a => ({href: a.href, launch: !!a.closest(".dropdown-launch-buttons")}))""")
+    assert links == [{"href": colab_url(notebook), "launch": True}], links
+
+
+@pytest.mark.parametrize("page_name", [p for p in PAGES if not p.startswith("exercises/") and p not in CHAPTERS])
+def test_no_launch_buttons_on_other_markdown_pages(site, page_name):  # noqa: F811
+    # Colab, Binder, ... cannot open a MyST Markdown page that has no notebook: no rocket menu there.
     source = (site / f"{page_name}.html").read_text()
     assert "dropdown-launch-buttons" not in source
     assert not re.search(r"colab\.research\.google\.com/[^\"]*\.md\b", source)
+
+
+@pytest.mark.parametrize("page_name", CHAPTERS)
+def test_chapter_pages_never_link_colab_to_markdown(site, page_name):  # noqa: F811
+    assert not re.search(r"colab\.research\.google\.com/[^\"]*\.md\b", (site / f"{page_name}.html").read_text())
 
 
 def test_no_cdn_in_the_built_site(site):  # noqa: F811
@@ -335,7 +360,77 @@ def test_slider_check_on_fixture_pages(chromium, tmp_path):
                 check_sliders(page, "fixtures/unwired")
 
 
+TOGGLE_SETUP = """((i) => {
+    const toggle = document.querySelectorAll("input.course-toggle")[i];
+    const box = toggle.closest(".course-explorer");
+    const plot = box && box.querySelector(".course-slider-plot");
+    if (!plot) return null;
+    plot.scrollIntoView({block: "center"});
+    const t = toggle.getBoundingClientRect();
+    return {type: toggle.type, checked: toggle.checked, x: t.left + t.width / 2, y: t.top + t.height / 2,
+            state: plot.getAttribute("data-state")};
+})"""
+
+PLOT_OF_TOGGLE = """((i) => {
+    const plot = document.querySelectorAll("input.course-toggle")[i].closest(".course-explorer")
+        .querySelector(".course-slider-plot");
+    const r = plot.getBoundingClientRect();
+    return {x: r.left + scrollX, y: r.top + scrollY, width: r.width, height: r.height,
+            state: plot.getAttribute("data-state")};
+})"""
+
+
+def click(page: Page, x: float, y: float) -> None:
+    """A real left click at viewport coordinates (x, y)."""
+    for kind in ("mousePressed", "mouseReleased"):
+        page.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+
+
+def check_toggles(page: Page, name: str) -> int:
+    """Click each input.course-toggle on and off with the mouse; its explorer's plot must change and come back.
+
+    Screenshots of the plot before and after the click go to test-artifacts/browser/.
+    Returns the number of checkboxes.
+    """
+    count = page.evaluate('document.querySelectorAll("input.course-toggle").length')
+    for i in range(count):
+        setup = page.evaluate(f"{TOGGLE_SETUP}({i})")
+        assert setup, f"{name}: checkbox {i} has no .course-slider-plot in its .course-explorer"
+        assert setup["type"] == "checkbox", f"{name}: toggle {i} is an <input type={setup['type']}>"
+        shots = []
+        for step in range(3):  # before, after one click, after a second click
+            box = page.evaluate(f"{PLOT_OF_TOGGLE}({i})")
+            page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            clip = {k: box[k] for k in ("x", "y", "width", "height")}
+            shots.append((box["state"], page.screenshot(artifact(f"{name}--toggle{i}-{step}"), clip=clip)))
+            if step < 2:
+                click(page, setup["x"], setup["y"])
+        (state0, png0), (state1, png1), (state2, png2) = shots
+        assert state0 != state1, f"{name}: checkbox {i} did not change its explorer's state ({state0})"
+        assert png0 != png1, (f"{name}: checkbox {i} changed the state to {state1} but the plot did not change "
+                              f"(see {artifact(f'{name}--toggle{i}-0')})")
+        assert (state2, png2) == (state0, png0), f"{name}: checkbox {i} clicked twice does not restore the plot"
+    return count
+
+
 @pytest.mark.skipif(SLIDER_PAGE not in PAGES, reason=f"{SLIDER_PAGE} is not in _toc.yml yet")
 def test_softmax_scaling_sliders_move_their_plots(chromium, site_url):
     with opened(chromium, site_url + SLIDER_PAGE + ".html") as page:
         check_sliders(page, SLIDER_PAGE)
+
+
+def test_at_least_six_interactives():
+    assert sum(len(ids) for ids in INTERACTIVES.values()) >= 6
+
+
+@pytest.mark.parametrize("page_name", [p for p in INTERACTIVES if p in PAGES])
+def test_interactives_move_their_plots(chromium, site_url, page_name):
+    """Every interactive figure of the chapter is there, and each slider and checkbox redraws its plot."""
+    with opened(chromium, site_url + page_name + ".html") as page:
+        found = page.evaluate("""[...document.querySelectorAll(".course-slider-widget, .course-explorer")]
+            .map(e => e.id)""")
+        assert found == INTERACTIVES[page_name], f"{page_name}: interactive figures {found}"
+        sliders = check_sliders(page, page_name)
+        toggles = check_toggles(page, page_name)
+        assert sliders + toggles >= len(found)
+        assert not [e for e in page.errors if e.startswith("uncaught")], page.errors

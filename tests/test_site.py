@@ -5,6 +5,7 @@ import html
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
@@ -54,3 +55,56 @@ def test_no_solution_reaches_the_site(site):
             text = _text(path) if path.suffix == ".html" else raw
             leaked = [s for s in secrets if s in text]
             assert not leaked, f"{path} shows solution code: {leaked[:2]}"
+
+
+# -- the chapters as notebooks, for Colab -----------------------------------------------------
+def _chapter_notebooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chapter_notebooks", REPO / "book" / "_ext" / "chapter_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_chapter_has_its_notebook_up_to_date():
+    # Regenerate with: python book/_ext/chapter_notebooks.py
+    chapter_notebooks = _chapter_notebooks()
+    chapters = chapter_notebooks.chapters()
+    assert len(chapters) >= 6, chapters
+    for source in chapters:
+        target = source.with_suffix(".ipynb")
+        assert target.is_file(), f"{target.name} is missing: run python book/_ext/chapter_notebooks.py"
+        assert target.read_text() == chapter_notebooks.text(chapter_notebooks.notebook(source)), (
+            f"{target.name} is out of date with {source.name}: run python book/_ext/chapter_notebooks.py")
+
+
+def test_chapter_notebooks_import_only_what_colab_has():
+    """The code of each chapter notebook imports the standard library, what Colab's image has
+    (torch, numpy, matplotlib, ipywidgets, IPython) and the book's own modules, which its setup
+    cell downloads from the repository of _config.yml; and it has no outputs to go stale."""
+    import ast
+    import sys
+
+    chapter_notebooks = _chapter_notebooks()
+    colab = {"torch", "numpy", "matplotlib", "ipywidgets", "IPython"}
+    base = chapter_notebooks.raw_base()
+    assert base.startswith("https://raw.githubusercontent.com/") and base.endswith("/book/"), base
+    for source in chapter_notebooks.chapters():
+        nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(not c.outputs and c.execution_count is None for c in code), source.name
+        imported = set()
+        for cell in code:
+            for node in ast.walk(ast.parse(cell.source)):
+                if isinstance(node, ast.Import):
+                    imported |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    imported.add(node.module.split(".")[0])
+        local = {name for name in imported if (REPO / "book" / f"{name}.py").is_file()}
+        assert imported - local <= set(sys.stdlib_module_names) | colab, (source.name, imported - local)
+        setup = [c for c in code if "colab-setup" in c.metadata.get("tags", [])]
+        if local:
+            assert len(setup) == 1 and code.index(setup[0]) == 0, f"{source.name}: no setup cell first"
+            for name in local:
+                assert f"'{name}.py'" in setup[0].source and base in setup[0].source, (source.name, name)

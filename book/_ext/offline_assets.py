@@ -12,14 +12,14 @@ Loaded through `sphinx.local_extensions` in _config.yml. It
 - drops sphinx-thebe's scripts, which name a CDN, while no Thebe ("live code")
   launch button is configured;
 - removes the launch-button menu (Colab, Binder, ...) from pages whose source is
-  not an .ipynb file: the chapters are MyST Markdown, and Colab cannot open a
-  .md file from GitHub. Exercise pages (.ipynb) keep their Colab button.
+  neither an .ipynb file nor a .md file with an .ipynb beside it: Colab cannot
+  open a .md file from GitHub. Exercise pages (.ipynb) keep their Colab button,
+  and so do the chapters, whose notebooks book/_ext/chapter_notebooks.py writes.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 from pathlib import Path
 
 from sphinx.application import Sphinx
@@ -88,7 +88,10 @@ def adjust_page(app: Sphinx, pagename: str, templatename: str, context: dict, do
         context["script_files"][:] = [
             s for s in context["script_files"]
             if not _script_name(s).endswith("sphinx-thebe.js") and "THEBE_JS_URL" not in _script_body(s)]
-    if pagename in app.env.all_docs and os.path.splitext(app.env.doc2path(pagename))[1] != ".ipynb":
+    source = Path(app.env.doc2path(pagename)) if pagename in app.env.all_docs else None
+    # sphinx-book-theme points a .md page's launch buttons at the .ipynb of the same name
+    # when there is one (the chapters: book/_ext/chapter_notebooks.py); keep those.
+    if source is not None and source.suffix != ".ipynb" and not source.with_suffix(".ipynb").is_file():
         buttons = context.get("header_buttons")
         if buttons:
             buttons[:] = [b for b in buttons if b.get("label") != "launch-buttons"]

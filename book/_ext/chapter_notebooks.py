@@ -1,0 +1,122 @@
+"""Each chapter (book/NN-*.md, MyST Markdown) as a Jupyter notebook beside it, for Colab.
+
+    python book/_ext/chapter_notebooks.py           # write book/NN-*.ipynb from the .md files
+    python book/_ext/chapter_notebooks.py --check   # exit 1 if a notebook is missing or out of date
+
+Colab opens notebooks from GitHub, not MyST Markdown, so every chapter is also
+committed as an .ipynb generated from its .md (tests/test_site.py checks that they
+agree). The notebook is the chapter's cells as myst-nb reads them, without outputs,
+plus one setup cell after the title: the chapters import their figure helpers from
+book/plots.py (and possibly other book/*.py modules), which a clone has beside the
+notebook and which Colab downloads from the repository named in _config.yml (the same repository and branch as the exercise
+notebooks' install line). Everything else they import is in Colab's standard image
+(torch, numpy, matplotlib, ipywidgets).
+
+The site's Colab button: sphinx-book-theme links a .md page to the .ipynb of the
+same name when that file exists; _config.yml excludes these notebooks from the
+build, so each chapter is built once, from its .md.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+from myst_nb.core.read import read_myst_markdown_notebook
+
+REPO = Path(__file__).resolve().parents[2]
+BOOK = REPO / "book"
+
+SETUP = '''\
+# Setup for Colab: this chapter imports the book's own helpers ({names}).
+# A clone of the repository has them beside this notebook; elsewhere they are downloaded.
+from pathlib import Path
+
+for name in {files!r}:
+    if not Path(name).exists():
+        import urllib.request
+
+        urllib.request.urlretrieve("{base}" + name, name)'''
+
+
+def local_modules(nb: nbformat.NotebookNode) -> list[str]:
+    """The book/*.py modules that the notebook's code imports (e.g. plots.py)."""
+    names = {path.stem for path in BOOK.glob("*.py")}
+    found = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for line in cell.source.splitlines():
+            words = line.split()
+            if len(words) >= 2 and words[0] in {"import", "from"}:
+                module = words[1].split(".")[0].rstrip(",")
+                if module in names:
+                    found.add(module)
+    return sorted(f"{name}.py" for name in found)
+
+
+def _toc_files(entries: list) -> list[str]:
+    files = []
+    for entry in entries:
+        files += [entry["file"]] if "file" in entry else []
+        files += _toc_files(entry.get("chapters", []) + entry.get("sections", []))
+    return files
+
+
+def chapters() -> list[Path]:
+    """The chapter sources in _toc.yml: book/NN-*.md (drafts not yet in the table of contents are left out)."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    files = [REPO / f"{file}.md" for file in _toc_files(toc.get("parts", []) + toc.get("chapters", []))]
+    return [path for path in files if path.parent == BOOK and path.name[:2].isdigit() and path.is_file()]
+
+
+def raw_base() -> str:
+    """Where Colab downloads book/*.py: the raw files of the repository and branch in _config.yml."""
+    config = yaml.safe_load((REPO / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/").strip("/")
+    return f"https://raw.githubusercontent.com/{repo}/{config['repository'].get('branch', 'main')}/book/"
+
+
+def notebook(source: Path) -> nbformat.NotebookNode:
+    """The chapter at `source` as a notebook: its cells, no outputs, a setup cell after the title."""
+    nb = read_myst_markdown_notebook(source.read_text(), path=source)
+    nb.metadata.pop("jupytext", None)  # the .ipynb is not paired; it is generated
+    nb.metadata["colab"] = {"provenance": []}
+    files = local_modules(nb)
+    if files:
+        setup = SETUP.format(names=", ".join(f"book/{f}" for f in files), files=files, base=raw_base())
+        nb.cells.insert(1, nbformat.v4.new_code_cell(setup, metadata={"tags": ["colab-setup"]}))
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"{source.stem[:2]}-{i:03d}"  # stable ids: regenerating gives the same file
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbformat.validate(nb)
+    return nb
+
+
+def text(nb: nbformat.NotebookNode) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check that the notebooks are up to date")
+    args = parser.parse_args(argv)
+    stale = []
+    for source in chapters():
+        target = source.with_suffix(".ipynb")
+        wanted = text(notebook(source))
+        if target.is_file() and target.read_text() == wanted:
+            continue
+        stale.append(target)
+        if not args.check:
+            target.write_text(wanted)
+    for target in stale:
+        print(f"{'out of date' if args.check else 'wrote'}: {target.relative_to(REPO)}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
