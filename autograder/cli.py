@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import release
+from . import gradebook, lms, release
 from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
 from .report import ResultsWriter
 from .runner import grade_all
@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
                        help="notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    gradebook.add_options(grade)  # --gradebook: also record the scores in an nbgrader gradebook
     grade.set_defaults(run=_grade)
 
     rel = commands.add_parser(
@@ -73,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     rel.add_argument("--check", action="store_true",
                      help="change nothing; exit 1 if the release notebooks are out of date")
     rel.set_defaults(run=_release)
+
+    lms.add_commands(commands)  # collect, export
+    gradebook.add_command(commands)  # export-gradebook
     return parser
 
 
@@ -124,6 +128,7 @@ def _grade(args) -> int:
         counts = Counter(r.status for r in writer.results)
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"graded {len(writer.results)} notebooks ({summary or 'none'}) -> {out / 'grades.csv'}")
+    gradebook.after_grading(args)
     return 0
 
 

@@ -1,0 +1,155 @@
+"""Write the autograder's scores into an instructor's own nbgrader gradebook.
+
+The grader works in a throwaway nbgrader course; instructors who run nbgrader keep a
+persistent one (``gradebook.db``, or any SQLAlchemy URL), read by ``nbgrader export`` and
+formgrader. This module puts a results folder into it with nbgrader's own tools: nbgrader's
+``generate_assignment`` records the assignment, its notebooks and cells (as when the
+instructor releases it), then each graded notebook becomes a submission whose test cells
+carry the autograder's points as their ``auto_score``. Cells that need a person (free
+response) keep no score, so formgrader lists them for manual grading as usual.
+
+Missing and invalid notebooks get no submission: nbgrader shows them as not submitted.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from sqlalchemy.exc import SQLAlchemyError
+from traitlets.config import Config
+
+from .course import IGNORED, CourseError, find_assignments
+from .lms import Student
+
+NOT_SUBMITTED = ("missing", "invalid")
+
+
+def gradebook_url(target: str) -> str:
+    """A SQLAlchemy URL as given, or a path to a gradebook.db file."""
+    return target if "://" in target else f"sqlite:///{Path(target).resolve()}"
+
+
+def record_assignments(db_url: str, source_dir: Path, assignments: list[str], course_id: str = "") -> None:
+    """Let nbgrader record the assignments in the gradebook (``generate_assignment`` in a
+    throwaway course folder that uses the instructor's database)."""
+    with tempfile.TemporaryDirectory(prefix="autograder-gradebook-") as tmp:
+        c = Config()
+        c.CourseDirectory.root = tmp
+        c.CourseDirectory.db_url = db_url
+        c.CourseDirectory.course_id = course_id
+        c.CourseDirectory.ignore = IGNORED
+        api = NbGraderAPI(config=c)
+        api.log.setLevel(logging.ERROR)
+        for assignment in assignments:
+            shutil.copytree(source_dir / assignment, Path(tmp, "source", assignment),
+                            ignore=shutil.ignore_patterns(*IGNORED))
+            result = api.generate_assignment(assignment, force=True, create=True)
+            if not result["success"]:
+                raise CourseError(f"nbgrader generate_assignment failed for {assignment}:\n"
+                                  f"{result.get('error') or result.get('log')}")
+
+
+def _names(student: Student | None) -> dict:
+    if student is None or not student.name:
+        return {}
+    if "," in student.name:
+        last, first = (p.strip() for p in student.name.split(",", 1))
+    else:
+        first, _, last = student.name.strip().rpartition(" ")
+    return {"first_name": first or None, "last_name": last or None, "email": student.email or None}
+
+
+def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id: str = "",
+                    roster: list[Student] | None = None) -> int:
+    """Put ``results_dir/results.json`` into the gradebook at ``db_url``; returns the number of
+    notebooks recorded. Running it again with new results replaces the scores."""
+    try:
+        results = json.loads((results_dir / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CourseError(f"cannot read {results_dir / 'results.json'}: {err}") from err
+    assignments = sorted({r["assignment"] for r in results})
+    unknown = sorted(set(assignments) - set(find_assignments(source_dir)))
+    if unknown:
+        raise CourseError(f"no source notebooks for {', '.join(unknown)} in {source_dir}")
+    try:
+        return _record(results, db_url, source_dir, assignments, course_id, roster)
+    except SQLAlchemyError as err:  # a wrong URL, a database of another nbgrader version, ...
+        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {err}") from err
+
+
+def _record(results: list[dict], db_url: str, source_dir: Path, assignments: list[str], course_id: str,
+            roster: list[Student] | None) -> int:
+    record_assignments(db_url, source_dir, assignments, course_id)
+    people = {s.student_id: s for s in roster or []}
+    recorded = 0
+    with Gradebook(db_url, course_id) as gb:
+        for student_id in sorted({r["student_id"] for r in results} | set(people)):
+            gb.update_or_create_student(student_id, **_names(people.get(student_id)))
+        for result in results:
+            if result["status"] in NOT_SUBMITTED:
+                continue
+            gb.update_or_create_submission(result["assignment"], result["student_id"])
+            points = {t["grade_id"]: t["points"] for t in result["tests"]}
+            notebook = gb.find_notebook(result["notebook"], result["assignment"])
+            for cell in notebook.grade_cells:
+                try:
+                    grade = gb.find_grade(cell.name, result["notebook"], result["assignment"], result["student_id"])
+                except MissingEntry:
+                    continue
+                if cell.name in points:
+                    grade.auto_score = points[cell.name]
+                elif cell.cell_type == "code":  # a test cell that never ran (the kernel died first)
+                    grade.auto_score = 0.0
+            recorded += 1
+        gb.db.commit()
+    return recorded
+
+
+# --------------------------------------------------------------------------
+# command line (registered by cli.py)
+
+
+def add_command(commands) -> None:
+    cmd = commands.add_parser(
+        "export-gradebook", help="write RESULTS into an nbgrader gradebook (nbgrader export, formgrader)",
+        description="Record the scores of RESULTS/results.json in a persistent nbgrader gradebook: the "
+                    "assignments as nbgrader's generate_assignment records them, and one submission per graded "
+                    "notebook, each test cell with the autograder's points. `nbgrader export` and formgrader "
+                    "then work on it. Missing and invalid notebooks are left unsubmitted.")
+    cmd.add_argument("results", type=Path, metavar="RESULTS")
+    add_options(cmd, required=True)
+    cmd.add_argument("--source", type=Path, default=None, help="folder of source notebooks (default: solutions/)")
+    cmd.add_argument("--roster", type=Path, metavar="CSV", help="students' names and emails (see export --roster)")
+    cmd.set_defaults(run=_run)
+
+
+def add_options(parser, required: bool = False) -> None:
+    """--gradebook and --course-id (also on ``grade``)."""
+    parser.add_argument("--gradebook", metavar="URL_OR_PATH", required=required,
+                        help="an nbgrader gradebook: a gradebook.db path or an SQLAlchemy URL")
+    parser.add_argument("--course-id", default="", metavar="ID",
+                        help="the nbgrader course id (CourseDirectory.course_id; default: nbgrader's, empty)")
+
+
+def _run(args) -> int:
+    from .course import SOLUTIONS_DIR
+    from .lms import read_roster
+
+    roster = read_roster(args.roster) if args.roster else None
+    n = write_gradebook(args.results, gradebook_url(args.gradebook), args.source or SOLUTIONS_DIR,
+                        args.course_id, roster)
+    print(f"recorded {n} graded notebooks in {args.gradebook}")
+    return 0
+
+
+def after_grading(args) -> None:
+    """``grade --gradebook``: record the fresh results."""
+    if args.gradebook:
+        n = write_gradebook(args.out.resolve(), gradebook_url(args.gradebook), args.source, args.course_id)
+        if not args.quiet:
+            print(f"recorded {n} graded notebooks in {args.gradebook}")

@@ -1,0 +1,457 @@
+"""From an LMS bulk download to nbgrader's layout, and from grades to the LMS gradebook.
+
+``collect`` does what nbgrader's ``zip_collect`` does for its own layout: it reads a bulk
+download (a folder or a .zip, never modified), reads each file's path with a pattern that
+names the student, and copies the notebooks to ``SUBMISSIONS/<student_id>/<assignment>/
+<notebook>.ipynb``. Every file ends up in its report: placed, superseded by a later file of
+the same student, or not placed and why.
+
+Built-in patterns (the LMSs' own naming, matched against the path inside the download):
+
+* ``canvas``: ``<lastnamefirstname>_[late_]<user id>_<file id>_<uploaded name>``, e.g.
+  ``muellerjose_late_12345_678901_qkv-1.ipynb``; Canvas appends ``-1``, ``-2`` to a name
+  uploaded again. The user id is the ``ID`` column of Canvas's gradebook.
+* ``moodle``: ``<Full Name>_<participant id>_assignsubmission_file_/<file>`` (one folder per
+  submission, Moodle's default) or ``<Full Name>_<participant id>_assignsubmission_file_<file>``
+  (flat); the participant id is the ``Participant <id>`` identifier of Moodle's grading worksheet.
+
+``export`` writes a results folder's grades in the import formats of Canvas (gradebook CSV),
+Moodle (offline grading worksheet) or a plain CSV, one row per student.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import sys
+import unicodedata
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+
+from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, SubmissionsError
+
+PATTERNS = {
+    "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>late_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
+    "moodle": r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)",
+}
+# A copy's number in an uploaded name: Canvas's "qkv-1.ipynb", a browser's "qkv (2).ipynb".
+_COPY_NUMBER = re.compile(r"(?:-(\d+)| \((\d+)\))$")
+_SAFE_ID = re.compile(r"[\w.@+-]+")
+
+
+# --------------------------------------------------------------------------
+# the roster
+
+
+@dataclass
+class Student:
+    student_id: str          # the folder name under SUBMISSIONS, the id in grades.csv
+    lms_id: str = ""         # Canvas user ID, Moodle participant id
+    name: str = ""
+    email: str = ""
+    sis_user_id: str = ""
+    sis_login_id: str = ""
+    section: str = ""
+
+
+def _key(name: str) -> str:
+    """A name as Canvas writes it in file names: no accents, no spaces or punctuation, lower case."""
+    plain = unicodedata.normalize("NFKD", name)
+    return "".join(c for c in plain if c.isalnum() and not unicodedata.combining(c)).casefold()
+
+
+def _name_keys(name: str) -> set[str]:
+    """'José Müller' and 'Müller, José' are both 'josemuller' and 'mullerjose'."""
+    if "," in name:
+        last, first = (p.strip() for p in name.split(",", 1))
+    else:
+        first, _, last = name.strip().rpartition(" ")
+    return {_key(name), _key(first + last), _key(last + first)} - {""}
+
+
+def read_roster(path: Path) -> list[Student]:
+    """A roster CSV: this course's own (columns ``student_id`` and any of ``lms_id``, ``name``,
+    ``email``, ``sis_user_id``, ``sis_login_id``, ``section``), or the LMS's own export as it
+    comes: Canvas's gradebook export (``Student``, ``ID``, ...) or Moodle's grading worksheet
+    (``Identifier``, ``Full name``, ...), where the LMS id is the student id."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise SubmissionsError(f"cannot read the roster {path}: {err}") from err
+    students = []
+    for row in rows:
+        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+        if "student_id" in row:
+            student = Student(**{k: row.get(k, "") for k in Student.__dataclass_fields__})
+            student.lms_id = student.lms_id or student.student_id
+        elif "ID" in row and "Student" in row:  # Canvas; its "Points Possible" row has no ID
+            student = Student(row["ID"], row["ID"], row["Student"], "", row.get("SIS User ID", ""),
+                              row.get("SIS Login ID", ""), row.get("Section", ""))
+        elif "Identifier" in row:  # Moodle: "Participant 12345"
+            lms_id = row["Identifier"].rpartition(" ")[2]
+            student = Student(lms_id, lms_id, row.get("Full name", ""), row.get("Email address", ""))
+        else:
+            raise SubmissionsError(f"{path}: a roster needs a student_id column (or is Canvas's gradebook "
+                                   f"export or Moodle's grading worksheet); found {', '.join(row)}")
+        if student.student_id:
+            students.append(student)
+    return students
+
+
+# --------------------------------------------------------------------------
+# collect
+
+
+@dataclass
+class Entry:
+    """One file of the download."""
+
+    path: str  # inside the download, with / separators
+    mtime: datetime
+    read: object = field(repr=False)  # () -> bytes
+    link: bool = False  # a symbolic link: never followed
+
+
+@dataclass
+class Placement:
+    file: str
+    status: str  # placed, superseded, unplaced, ignored
+    student_id: str = ""
+    name: str = ""
+    target: str = ""
+    late: bool = False
+    reason: str = ""
+
+
+def _entries(download: Path) -> list[Entry]:
+    """The files of a folder or a zip, read in place (nothing is written into the download)."""
+    if download.is_dir():  # links are not followed: only what the LMS wrote is read
+        return [Entry(p.relative_to(download).as_posix(), datetime.fromtimestamp(p.lstat().st_mtime),
+                      p.read_bytes, p.is_symlink()) for p in sorted(download.rglob("*")) if p.is_file() or p.is_symlink()]
+    try:
+        archive = zipfile.ZipFile(download)
+        members = [m for m in archive.infolist() if not m.is_dir()]
+    except (zipfile.BadZipFile, OSError) as err:
+        raise SubmissionsError(f"cannot read {download}: {err}") from err
+    if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
+        raise SubmissionsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
+    return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
+
+
+def _version(match: re.Match, entry: Entry) -> tuple:
+    """Which of a student's files is the latest: Canvas's file id (ids only grow), then the
+    copy number of the uploaded name ("-1", " (2)"), then the time in the download, then the name."""
+    groups = match.groupdict()
+    copy = _COPY_NUMBER.search(PurePosixPath(groups.get("file") or entry.path).stem)
+    return (int(groups.get("file_id") or -1), int(copy and (copy[1] or copy[2]) or 0), entry.mtime, entry.path)
+
+
+def _notebook_for(file: str, notebooks: list[str]) -> str | None:
+    """Which of the assignment's notebooks an uploaded file is: the only one, or the one whose
+    name it carries (without a copy number)."""
+    if len(notebooks) == 1:
+        return notebooks[0]
+    stem = _COPY_NUMBER.sub("", PurePosixPath(file).stem)
+    return next((nb for nb in notebooks if stem == nb or stem.endswith(f"_{nb}")), None)
+
+
+def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pattern: str,
+            roster: list[Student] | None = None) -> list[Placement]:
+    """Copy the download's notebooks to ``out/<student_id>/<assignment>/<notebook>.ipynb``;
+    returns what happened to every file of the download."""
+    regex = re.compile(pattern)
+    if not {"student_id", "lms_id", "name"} & set(regex.groupindex):
+        raise SubmissionsError("the pattern needs a named group student_id, lms_id or name")
+    by_lms = {s.lms_id: s for s in roster or []}
+    by_id = {s.student_id: s for s in roster or []}
+    by_name: dict[str, list[Student]] = {}
+    for student in roster or []:
+        for key in _name_keys(student.name):
+            by_name.setdefault(key, []).append(student)
+
+    report, chosen = [], {}  # (student_id, notebook) -> (version, entry, placement)
+    for entry in _entries(download):
+        parts = PurePosixPath(entry.path).parts
+        if any(p in SKIPPED_NAMES or p.startswith(".") for p in parts):
+            report.append(Placement(entry.path, "ignored", reason="a system file (macOS, Jupyter checkpoint)"))
+            continue
+        if entry.link:
+            report.append(Placement(entry.path, "unplaced", reason="a symbolic link (not followed)"))
+            continue
+        match = regex.fullmatch(entry.path)
+        if not match:
+            report.append(Placement(entry.path, "unplaced", reason="its name does not match the pattern"))
+            continue
+        groups = {k: v for k, v in match.groupdict().items() if v}
+        name = groups.get("name", "")
+        student, why = _identify(groups, roster is not None, by_id, by_lms, by_name)
+        placement = Placement(entry.path, "unplaced", student or groups.get("student_id") or groups.get("lms_id", ""),
+                              name, late=bool(groups.get("late")), reason=why)
+        report.append(placement)
+        if student is None:
+            continue
+        file = groups.get("file") or PurePosixPath(entry.path).name
+        if not file.endswith(".ipynb"):
+            placement.reason = "not a notebook (.ipynb)"
+            continue
+        notebook = _notebook_for(file, notebooks)
+        if notebook is None:
+            placement.reason = f"not one of the assignment's notebooks ({', '.join(n + '.ipynb' for n in notebooks)})"
+            continue
+        placement.status, placement.reason = "placed", ""
+        placement.target = f"{student}/{assignment}/{notebook}.ipynb"
+        version = _version(match, entry)
+        earlier = chosen.get((student, notebook))
+        if earlier and earlier[0] > version:
+            placement.status, placement.reason = "superseded", f"a later file of this student: {earlier[1].path}"
+            continue
+        if earlier:
+            earlier[2].status, earlier[2].reason = "superseded", f"a later file of this student: {entry.path}"
+        chosen[(student, notebook)] = (version, entry, placement)
+
+    # Several downloads may go into one SUBMISSIONS (two LMSs, two sections), never over each other.
+    taken = sorted({p.target.rpartition("/")[0] for _, _, p in chosen.values() if (out / p.target).parent.exists()})
+    if taken:
+        raise SubmissionsError(f"{out} already holds {len(taken)} of these students' {assignment} "
+                               f"({', '.join(taken[:3])}, ...): collect into a new folder, or remove them first")
+    for _, entry, placement in chosen.values():
+        target = out / placement.target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(entry.read())
+        os.utime(target, (entry.mtime.timestamp(), entry.mtime.timestamp()))
+    return report
+
+
+def _identify(groups: dict, have_roster: bool, by_id: dict, by_lms: dict, by_name: dict) -> tuple[str | None, str]:
+    """(student id, "") from what a file name says, or (None, why not)."""
+    if "student_id" in groups:
+        student = groups["student_id"]
+        if have_roster and student not in by_id:
+            return None, f"student id {student} is not in the roster"
+    elif "lms_id" in groups:
+        if have_roster and groups["lms_id"] not in by_lms:
+            return None, f"LMS id {groups['lms_id']} is not in the roster"
+        student = by_lms[groups["lms_id"]].student_id if have_roster else groups["lms_id"]
+    elif not have_roster:
+        return None, "the pattern gives only a name: pass --roster to map names to student ids"
+    else:
+        found = {s.student_id for s in by_name.get(_key(groups["name"]), [])}
+        if len(found) != 1:
+            return None, (f"the name {groups['name']!r} is " +
+                          ("not in the roster" if not found else f"ambiguous in the roster ({', '.join(sorted(found))})"))
+        student = found.pop()
+    if not _SAFE_ID.fullmatch(student) or student in (".", ".."):
+        return None, f"student id {student!r} cannot be a folder name"
+    return student, ""
+
+
+def students_seen(report: list[Placement], roster: list[Student] | None) -> list[Student]:
+    """The students of the placed files, with their LMS id and name (for ``export --roster``)."""
+    known = {s.student_id: s for s in roster or []}
+    seen = {}
+    for p in report:
+        if p.status in ("placed", "superseded") and p.student_id not in seen:
+            seen[p.student_id] = known.get(p.student_id) or Student(p.student_id, p.student_id, p.name)
+    return sorted(seen.values(), key=lambda s: s.student_id)
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    """UTF-8 with a byte-order mark, so that Excel (where instructors open these) reads accents."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(buffer.getvalue(), encoding="utf-8-sig")
+    os.replace(tmp, path)
+
+
+def write_collect_report(out: Path, assignment: str, report: list[Placement], roster: list[Student] | None) -> Path:
+    """``out/collect-<assignment>.csv`` (every file and what happened to it) and ``out/students.csv``
+    (a roster of the students collected so far, merged over assignments)."""
+    path = out / f"collect-{assignment}.csv"
+    write_csv(path, ["file", "status", "student_id", "name", "late", "target", "reason"],
+              [[p.file, p.status, p.student_id, p.name, "yes" if p.late else "", p.target, p.reason] for p in report])
+    students = {s.student_id: s for s in (read_roster(out / "students.csv") if (out / "students.csv").is_file() else [])}
+    students.update({s.student_id: s for s in students_seen(report, roster)})
+    fields = list(Student.__dataclass_fields__)
+    write_csv(out / "students.csv", fields,
+              [[getattr(s, f) for f in fields] for s in sorted(students.values(), key=lambda s: s.student_id)])
+    return path
+
+
+# --------------------------------------------------------------------------
+# export
+
+NOT_GRADED = ("missing", "invalid")  # no grade at all in the LMS, with the reason beside it
+
+
+@dataclass
+class Row:
+    student: Student
+    score: str        # "" when not graded
+    max_score: str
+    status: str
+    reason: str
+
+
+def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] | None
+               ) -> tuple[str, list[Row], list[str]]:
+    """(assignment, one Row per student, graded student ids left out). Without a roster: the
+    graded students. With one: its students, each graded or missing; graded students not on it
+    (another section or LMS) are left out, since the LMS would not know them."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(grades_csv.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise SubmissionsError(f"cannot read {grades_csv}: {err}") from err
+    assignments = sorted({r["assignment"] for r in rows})
+    if assignment is None:
+        if len(assignments) != 1:
+            raise SubmissionsError(f"{grades_csv} holds {len(assignments)} assignments "
+                                   f"({', '.join(assignments) or 'none'}): name one with --assignment")
+        assignment = assignments[0]
+    elif assignment not in assignments:
+        raise SubmissionsError(f"{grades_csv} holds no grades for {assignment} (it has {', '.join(assignments)})")
+    rows = [r for r in rows if r["assignment"] == assignment]
+    max_score = rows[0]["max_score"]
+    known = {s.student_id: s for s in roster or []}
+    out, left_out = [], []
+    for r in rows:
+        student = known.pop(r["student_id"], None)
+        if student is None and roster is not None:
+            left_out.append(r["student_id"])
+            continue
+        student = student or Student(r["student_id"], r["student_id"], r["student_id"])
+        out.append(Row(student, "" if r["status"] in NOT_GRADED else r["score"], r["max_score"], r["status"], r["reason"]))
+    for student in known.values():  # on the roster, absent from every submission
+        out.append(Row(student, "", max_score, "missing", "nothing was submitted"))
+    return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
+
+
+def _note(row: Row) -> str:
+    """What a student and the LMS see beside the grade."""
+    if row.status in NOT_GRADED:
+        return f"Not graded: {row.status}" + (f" ({row.reason})" if row.reason else "")
+    if row.status != "ok":
+        return f"Graded with status {row.status}: {row.reason}".rstrip(": ")
+    return row.reason
+
+
+def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
+           roster: list[Student] | None = None, column: str | None = None) -> tuple[list[Row], list[str]]:
+    """Write ``out`` in the LMS's import format; returns the rows written and the graded students
+    left out (not on the roster)."""
+    assignment, rows, left_out = grade_rows(grades_csv, assignment, roster)
+    if fmt == "canvas":
+        # Canvas's gradebook import: the columns of its own export. Canvas finds each student by
+        # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
+        # in an export; a title it does not know becomes a new assignment. A blank cell is no grade.
+        header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column or assignment]
+        lines = [["    Points Possible", "", "", "", "", rows[0].max_score if rows else ""]]
+        lines += [[r.student.name, r.student.lms_id, r.student.sis_user_id, r.student.sis_login_id,
+                   r.student.section, r.score] for r in rows]
+    elif fmt == "moodle":
+        # Moodle's offline grading worksheet (Assignment > Upload grading worksheet): Moodle reads
+        # Identifier, Grade, Last modified (grade) and the feedback comments; an empty Grade is
+        # left alone. "-" as the last modification lets the worksheet's grades through.
+        header = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
+                  "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+        lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
+                  "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
+                  "Yes", "-", "-", _note(r)] for r in rows]
+    elif fmt == "csv":
+        header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason"]
+        lines = [[r.student.student_id, r.student.lms_id, r.student.name, r.student.email, assignment,
+                  r.score, r.max_score, r.status, r.reason] for r in rows]
+    else:
+        raise SubmissionsError(f"unknown format {fmt!r}: canvas, moodle or csv")
+    write_csv(out, header, lines)
+    return rows, left_out
+
+
+# --------------------------------------------------------------------------
+# command line (registered by cli.py)
+
+
+def add_commands(commands) -> None:
+    col = commands.add_parser(
+        "collect", help="turn an LMS bulk download into SUBMISSIONS/<student_id>/<assignment>/",
+        description="Copy the notebooks of an LMS bulk download (a folder or a .zip, never modified) to "
+                    "OUT/<student_id>/<assignment>/<notebook>.ipynb, the layout `grade` reads. Every file of "
+                    "the download is listed in OUT/collect-<assignment>.csv: placed, superseded (the same "
+                    "student's later file was taken: Canvas's highest file id, else the highest copy number "
+                    "such as -1 or (2), else the newest), ignored (system files) or unplaced, with the reason. "
+                    "OUT/students.csv lists the students collected (a roster for `export`).")
+    col.add_argument("download", type=Path, metavar="DOWNLOAD")
+    col.add_argument("--assignment", required=True, help="the assignment these submissions are for")
+    col.add_argument("--out", type=Path, required=True, metavar="SUBMISSIONS")
+    col.add_argument("--lms", choices=sorted(PATTERNS), default="canvas",
+                     help="the LMS's file naming (default: %(default)s)")
+    col.add_argument("--pattern", metavar="REGEX",
+                     help="instead of --lms: a Python regex matched against each file's whole path in the "
+                          "download, with a named group student_id, lms_id (mapped with --roster) or name "
+                          "(needs --roster), and optionally file (the uploaded name) and late")
+    col.add_argument("--roster", type=Path, metavar="CSV",
+                     help="map LMS ids or names to student ids: a CSV with student_id and lms_id/name columns, "
+                          "or the LMS's own export (Canvas gradebook, Moodle grading worksheet)")
+    col.add_argument("--source", type=Path, default=None, help="folder of source notebooks (default: solutions/)")
+    col.set_defaults(run=_collect)
+
+    exp = commands.add_parser(
+        "export", help="write grades.csv in an LMS's import format",
+        description="Write RESULTS/grades.csv as Canvas's gradebook import CSV, Moodle's grading worksheet or "
+                    "a plain CSV, one row per student (and per roster student who submitted nothing). "
+                    "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
+                    "Moodle's feedback comments, the plain CSV and this command's output.")
+    exp.add_argument("results", type=Path, metavar="RESULTS")
+    exp.add_argument("--format", choices=["canvas", "moodle", "csv"], required=True)
+    exp.add_argument("--out", type=Path, required=True, metavar="FILE")
+    exp.add_argument("--assignment", help="which assignment (needed when RESULTS holds several)")
+    exp.add_argument("--roster", type=Path, metavar="CSV",
+                     help="names, LMS ids and emails: SUBMISSIONS/students.csv written by collect, or the LMS's export")
+    exp.add_argument("--column", help="Canvas: the assignment's column title as in Canvas's export, "
+                                      "e.g. 'QKV (123456)' (default: the assignment id, a new Canvas assignment)")
+    exp.set_defaults(run=_export)
+
+
+def _collect(args) -> int:
+    from .course import SOLUTIONS_DIR, find_assignments
+
+    download, out = args.download.resolve(), args.out.resolve()
+    if not download.exists():
+        raise SubmissionsError(f"{download} does not exist")
+    if download.is_dir() and out.is_relative_to(download):
+        raise SubmissionsError("SUBMISSIONS must not be inside DOWNLOAD, which is never modified")
+    source = args.source or SOLUTIONS_DIR
+    if args.assignment not in find_assignments(source):
+        raise SubmissionsError(f"unknown assignment {args.assignment}; known: {', '.join(find_assignments(source))}")
+    notebooks = sorted(p.stem for p in (source / args.assignment).glob("*.ipynb"))
+    roster = read_roster(args.roster) if args.roster else None
+    report = collect(download, args.assignment, notebooks, out, args.pattern or PATTERNS[args.lms], roster)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_collect_report(out, args.assignment, report, roster)
+    counts = {status: sum(p.status == status for p in report) for status in ("placed", "superseded", "ignored", "unplaced")}
+    for p in report:
+        if p.status in ("superseded", "unplaced"):
+            print(f"{p.status}: {p.file}: {p.reason}", file=sys.stderr)
+    print(f"collected {counts['placed']} notebooks of {args.assignment} into {out} "
+          f"({', '.join(f'{n} {s}' for s, n in counts.items())}); every file: {path}")
+    return 0 if counts["placed"] else 1
+
+
+def _export(args) -> int:
+    grades = args.results / "grades.csv"
+    if not grades.is_file():
+        raise SubmissionsError(f"no grades.csv in {args.results}")
+    roster = read_roster(args.roster) if args.roster else None
+    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column)
+    for student_id in left_out:
+        print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
+    for row in rows:
+        if row.status in NOT_GRADED:
+            print(f"no grade: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
+    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded) -> {args.out}")
+    return 0

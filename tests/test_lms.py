@@ -1,0 +1,282 @@
+"""From an LMS bulk download to SUBMISSIONS (collect), and from grades to the LMS's gradebook
+(export) and to nbgrader's own gradebook (export-gradebook, grade --gradebook).
+
+The downloads are made here the way Canvas and Moodle name their files: accents and spaces
+in names, a late submission, a student who uploaded twice, files that are no notebook and a
+file that matches no pattern.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import lms
+from autograder.submissions import SubmissionsError
+from classroom import make_submission, notebook_name, tree_digest
+
+ASSIGNMENT = "03-qkv"
+NB = notebook_name(ASSIGNMENT)
+
+
+def _read(path: Path) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+def _notebook(tmp: Path, student: str, answered: bool) -> bytes:
+    path = make_submission(tmp / "made", student, ASSIGNMENT, answer_all=answered)
+    return path.read_bytes()
+
+
+def canvas_download(tmp: Path) -> Path:
+    """Canvas's "Download Submissions" zip: lastnamefirstname_[late_]userid_fileid_name."""
+    files = {
+        # José Müller uploaded a stub, then the finished notebook again: Canvas named it qkv-1.
+        f"müllerjosé_1201_50001_{NB}.ipynb": _notebook(tmp, "c1", answered=False),
+        f"müllerjosé_1201_50077_{NB}-1.ipynb": _notebook(tmp, "c2", answered=True),
+        f"nguyenthịlan_late_1202_50010_{NB}.ipynb": _notebook(tmp, "c3", answered=True),
+        f"obrienseán_1203_50020_{NB}.ipynb": b"{ this is not a notebook",
+        "smithanna_1204_50030_answers.pdf": b"%PDF-1.4",
+        "notes from the TA.txt": b"nothing",
+        f"__MACOSX/._müllerjosé_1201_50001_{NB}.ipynb": b"\0",
+    }
+    path = tmp / "canvas-submissions.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return path
+
+
+def moodle_download(tmp: Path) -> Path:
+    """Moodle's "Download all submissions", unzipped: a folder per submission."""
+    root = tmp / "moodle-download"
+    files = {
+        f"Zoë Brontë_3301_assignsubmission_file_/{NB}.ipynb": _notebook(tmp, "m1", answered=True),
+        # Two uploads in one submission: the browser's "(1)" copy is the later one.
+        f"Ana María de la Cruz_3302_assignsubmission_file_/{NB}.ipynb": _notebook(tmp, "m2", answered=True),
+        f"Ana María de la Cruz_3302_assignsubmission_file_/{NB} (1).ipynb": _notebook(tmp, "m3", answered=False),
+        "Wei Chen_3303_assignsubmission_onlinetext_/onlinetext.html": b"<p>see attachment</p>",
+        f"stray copy of {NB}.ipynb": _notebook(tmp, "m4", answered=True),
+    }
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def _by_file(report: list[lms.Placement]) -> dict[str, lms.Placement]:
+    return {p.file: p for p in report}
+
+
+def test_canvas_download_is_placed_and_every_file_reported(tmp_path):
+    download = canvas_download(tmp_path)
+    before = download.read_bytes()
+    out = tmp_path / "SUBMISSIONS"
+    report = _by_file(lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["canvas"]))
+    assert len(report) == 7  # every file of the zip, none dropped
+    assert report[f"müllerjosé_1201_50077_{NB}-1.ipynb"].status == "placed"
+    first = report[f"müllerjosé_1201_50001_{NB}.ipynb"]
+    assert first.status == "superseded" and f"50077_{NB}-1" in first.reason
+    late = report[f"nguyenthịlan_late_1202_50010_{NB}.ipynb"]
+    assert (late.status, late.student_id, late.late, late.name) == ("placed", "1202", True, "nguyenthịlan")
+    assert report[f"obrienseán_1203_50020_{NB}.ipynb"].status == "placed"  # broken JSON: grade says invalid
+    assert report["smithanna_1204_50030_answers.pdf"].reason == "not a notebook (.ipynb)"
+    assert report["notes from the TA.txt"].status == "unplaced"
+    assert report[f"__MACOSX/._müllerjosé_1201_50001_{NB}.ipynb"].status == "ignored"
+    # The later upload is the one that was copied, byte for byte.
+    with zipfile.ZipFile(download) as archive:
+        assert (out / "1201" / ASSIGNMENT / f"{NB}.ipynb").read_bytes() == archive.read(f"müllerjosé_1201_50077_{NB}-1.ipynb")
+    assert sorted(p.name for p in out.iterdir()) == ["1201", "1202", "1203"]
+    assert download.read_bytes() == before
+
+
+def test_moodle_download_with_a_roster_and_the_download_untouched(tmp_path):
+    download = moodle_download(tmp_path)
+    digest = tree_digest(download)
+    roster = tmp_path / "roster.csv"  # the university's ids for Moodle's participant ids
+    roster.write_text("student_id,lms_id,name,email\ns-zb,3301,Zoë Brontë,zb@example.org\n"
+                      "s-amc,3302,Ana María de la Cruz,amc@example.org\n", encoding="utf-8")
+    out = tmp_path / "SUBMISSIONS"
+    report = _by_file(lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["moodle"], lms.read_roster(roster)))
+    assert tree_digest(download) == digest
+    assert report[f"Zoë Brontë_3301_assignsubmission_file_/{NB}.ipynb"].student_id == "s-zb"
+    later = report[f"Ana María de la Cruz_3302_assignsubmission_file_/{NB} (1).ipynb"]
+    earlier = report[f"Ana María de la Cruz_3302_assignsubmission_file_/{NB}.ipynb"]
+    assert (later.status, earlier.status) == ("placed", "superseded")
+    assert report["Wei Chen_3303_assignsubmission_onlinetext_/onlinetext.html"].status == "unplaced"
+    assert report[f"stray copy of {NB}.ipynb"].reason == "its name does not match the pattern"
+    assert sorted(p.name for p in out.iterdir()) == ["s-amc", "s-zb"]
+    # Collecting again into the same folder would overwrite: refused, and nothing is written.
+    with pytest.raises(SubmissionsError, match="already holds"):
+        lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["moodle"], lms.read_roster(roster))
+
+
+def test_a_documented_pattern_with_names_mapped_by_the_roster(tmp_path):
+    download = tmp_path / "download"
+    for folder in ("Müller, José", "Jose Muller", "Nobody Known", "Ann Lee"):
+        (download / folder).mkdir(parents=True)
+        (download / folder / f"{NB}.ipynb").write_text("{}")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name\nu1,José Müller\nu2,Ann Lee\nu3,Ann Lee\n", encoding="utf-8")
+    out = tmp_path / "SUBMISSIONS"
+    pattern = r"(?P<name>[^/]+)/(?P<file>[^/]+)"
+    report = _by_file(lms.collect(download, ASSIGNMENT, [NB], out, pattern, lms.read_roster(roster)))
+    # Accents, order and punctuation do not matter; two folders of one student: one is superseded.
+    assert {report[f"Müller, José/{NB}.ipynb"].student_id, report[f"Jose Muller/{NB}.ipynb"].student_id} == {"u1"}
+    assert sorted(p.status for f, p in report.items() if "ller" in f) == ["placed", "superseded"]
+    assert report[f"Nobody Known/{NB}.ipynb"].reason == "the name 'Nobody Known' is not in the roster"
+    assert "ambiguous" in report[f"Ann Lee/{NB}.ipynb"].reason
+    # Without a roster a name alone cannot become an id.
+    no_roster = _by_file(lms.collect(download, ASSIGNMENT, [NB], tmp_path / "other", pattern))
+    assert all("pass --roster" in p.reason for p in no_roster.values())
+    with pytest.raises(SubmissionsError, match="named group"):
+        lms.collect(download, ASSIGNMENT, [NB], out, r"(?P<who>.+)")
+
+
+def test_a_student_id_that_cannot_be_a_folder_is_reported(tmp_path):
+    download = tmp_path / "download"
+    download.mkdir()
+    (download / f"a b__{NB}.ipynb").write_text("{}")
+    (download / "sub").mkdir()
+    (download / "sub" / f"x__{NB}.ipynb").write_text("{}")
+    report = lms.collect(download, ASSIGNMENT, [NB], tmp_path / "out", r"(?P<student_id>.+)__(?P<file>[^/]+)")
+    assert [(p.status, p.student_id) for p in report] == [("unplaced", "a b"), ("unplaced", "sub/x")]
+    assert all("cannot be a folder name" in p.reason for p in report)
+    assert not (tmp_path / "out").exists()
+
+
+GRADES = """student_id,assignment,score,max_score,status,reason
+1201,03-qkv,10,10,ok,
+1202,03-qkv,4,10,timeout,a cell ran past 60 s
+1203,03-qkv,0,10,invalid,not a notebook: Expecting property name
+1205,03-qkv,0,10,missing,qkv.ipynb not found (found: no notebook)
+9999,03-qkv,7,10,ok,
+"""
+
+
+def test_exports_in_the_lms_formats_never_turn_missing_into_zero(tmp_path):
+    results = tmp_path / "RESULTS"
+    results.mkdir()
+    (results / "grades.csv").write_text(GRADES)
+    roster = tmp_path / "canvas-export.csv"  # Canvas's own gradebook export, as a roster
+    roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section,Final Score\n"
+                      "    Points Possible,,,,,\n"
+                      "\"Müller, José\",1201,S1,jmuller,A,\n\"Nguyễn, Thị Lan\",1202,S2,tnguyen,A,\n"
+                      "\"O'Brien, Seán\",1203,S3,sobrien,B,\n\"Smith, Anna\",1204,S4,asmith,B,\n"
+                      "\"Ray, Tom\",1205,S5,tray,B,\n", encoding="utf-8-sig")
+    canvas = tmp_path / "canvas.csv"
+    run = _cli("export", results, "--format", "canvas", "--roster", roster, "--column", "QKV (777)",
+               "--out", canvas, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "left out: 9999" in run.stderr and "no grade: 1204" in run.stderr
+    with canvas.open(encoding="utf-8-sig") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "QKV (777)"]
+    assert table[1] == ["    Points Possible", "", "", "", "", "10"]
+    cells = {row[1]: row for row in table[2:]}
+    assert sorted(cells) == ["1201", "1202", "1203", "1204", "1205"]  # the roster, not student 9999
+    assert cells["1201"] == ["Müller, José", "1201", "S1", "jmuller", "A", "10"]
+    assert cells["1202"][5] == "4"  # a timeout keeps the points of the tests that ran
+    assert cells["1203"][5] == cells["1204"][5] == cells["1205"][5] == ""  # invalid, nothing, missing: no grade
+
+    moodle = tmp_path / "moodle.csv"
+    assert _cli("export", results, "--format", "moodle", "--out", moodle, cwd=tmp_path).returncode == 0
+    rows = {r["Identifier"]: r for r in _read(moodle)}
+    assert list(next(iter(rows.values()))) == [
+        "Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade", "Grade can be changed",
+        "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
+    assert rows["Participant 1201"]["Grade"] == "10" and rows["Participant 9999"]["Grade"] == "7"
+    assert rows["Participant 1203"]["Grade"] == "" and rows["Participant 1203"]["Feedback comments"].startswith(
+        "Not graded: invalid (not a notebook")
+    assert rows["Participant 1205"]["Status"] == "No submission"
+    assert rows["Participant 1202"]["Feedback comments"] == "Graded with status timeout: a cell ran past 60 s"
+
+    plain = tmp_path / "plain.csv"
+    assert _cli("export", results, "--format", "csv", "--out", plain, cwd=tmp_path).returncode == 0
+    assert [(r["student_id"], r["score"], r["status"]) for r in _read(plain)][2:4] == [
+        ("1203", "", "invalid"), ("1205", "", "missing")]
+    bad = _cli("export", tmp_path, "--format", "csv", "--out", plain, cwd=tmp_path)
+    assert bad.returncode == 2 and "no grades.csv" in bad.stderr
+
+
+# --------------------------------------------------------------------------
+# the whole round trip, with the real CLI and nbgrader's own tools
+
+
+def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path):
+    canvas, moodle = canvas_download(tmp_path), moodle_download(tmp_path)
+    subs, results = tmp_path / "SUBMISSIONS", tmp_path / "RESULTS"
+    run = _cli("collect", canvas, "--lms", "canvas", "--assignment", ASSIGNMENT, "--out", subs, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "unplaced: notes from the TA.txt" in run.stderr and "superseded: müllerjosé_1201_50001" in run.stderr
+    run = _cli("collect", moodle, "--lms", "moodle", "--assignment", ASSIGNMENT, "--out", subs, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert len(_read(subs / f"collect-{ASSIGNMENT}.csv")) == 5  # the Moodle run's report: every file
+
+    # An instructor's nbgrader course, with its own gradebook.
+    course = tmp_path / "course"
+    course.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n")
+    run = _cli("grade", subs, "--out", results, "--jobs", "2", "--quiet", "--gradebook", course / "gradebook.db",
+               cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    grades = {r["student_id"]: r for r in _read(results / "grades.csv")}
+    assert {k: (v["score"] == v["max_score"], v["status"]) for k, v in grades.items()} == {
+        "1201": (True, "ok"),      # the later, finished upload was graded, not the stub
+        "1202": (True, "ok"),      # late, still graded
+        "1203": (False, "invalid"),
+        "3301": (True, "ok"),
+        "3302": (False, "ok"),     # the later upload "(1)" is the stub
+    }
+
+    canvas_roster = tmp_path / "canvas-roster.csv"
+    canvas_roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n\"Müller, José\",1201,,,\n"
+                             "\"Nguyễn, Thị Lan\",1202,,,\n\"O'Brien, Seán\",1203,,,\n\"Smith, Anna\",1204,,,\n",
+                             encoding="utf-8")
+    run = _cli("export", results, "--format", "canvas", "--roster", canvas_roster, "--out", tmp_path / "canvas.csv",
+               cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    with (tmp_path / "canvas.csv").open(encoding="utf-8-sig") as f:
+        table = {row[1]: row[5] for row in list(csv.reader(f))[2:]}
+    assert table == {"1201": grades["1201"]["score"], "1202": grades["1202"]["score"], "1203": "", "1204": ""}
+    run = _cli("export", results, "--format", "moodle", "--roster", subs / "students.csv",
+               "--out", tmp_path / "moodle.csv", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    moodle_rows = {r["Identifier"]: r for r in _read(tmp_path / "moodle.csv")}
+    assert moodle_rows["Participant 3301"]["Full name"] == "Zoë Brontë"
+    assert moodle_rows["Participant 3302"]["Grade"] == grades["3302"]["score"]
+
+    # nbgrader's own tools read the gradebook: its API, and `nbgrader export` in the course folder.
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "") as gb:
+        assert gb.find_submission(ASSIGNMENT, "1201").score == float(grades["1201"]["score"])
+        assert gb.find_submission(ASSIGNMENT, "3302").score == float(grades["3302"]["score"])
+        assert gb.find_assignment(ASSIGNMENT).max_score == float(grades["1201"]["max_score"])
+        with pytest.raises(Exception):
+            gb.find_submission(ASSIGNMENT, "1203")  # invalid: not submitted, not a 0 of a submission
+    nbgrader = Path(sys.executable).parent / "nbgrader"
+    run = subprocess.run([nbgrader, "export", "--to", "grades.csv"], cwd=course, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    exported = {r["student_id"]: r for r in _read(course / "grades.csv")}
+    assert {s: float(exported[s]["raw_score"]) for s in ("1201", "1202", "3301", "3302")} == {
+        s: float(grades[s]["score"]) for s in ("1201", "1202", "3301", "3302")}
+    # Grading again records the new scores in place (a student's regrade replaces the old one).
+    json_results = json.loads((results / "results.json").read_text())
+    assert len(json_results) == 5
+    run = _cli("export-gradebook", results, "--gradebook", course / "gradebook.db", cwd=tmp_path)
+    assert run.returncode == 0 and "recorded 4 graded notebooks" in run.stdout, run.stderr
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "") as gb:
+        assert len(gb.find_assignment(ASSIGNMENT).submissions) == 4
