@@ -186,3 +186,25 @@ def test_the_setup_cell_installs_the_checks_in_a_fresh_kernel_outside_a_clone(tm
     text = "".join(o.get("text", "") for o in found)
     assert f"checks from {tmp_path / 'venv'}" in text, text
     assert tests and not [o for outputs in tests for o in outputs if o.output_type == "error"], tests
+
+
+# --------------------------------------------------------------------------
+# Colab's ipywidgets
+
+
+COLAB_WIDGETS = ["ipywidgets==7.7.1", "widgetsnbextension==3.6.*", "ipython_genutils==0.2.0", "jupyterlab_widgets==1.1.*"]
+
+
+def test_widget_cells_run_with_colabs_ipywidgets_7(tmp_path):
+    """The opt-in check of tests/test_checks_softmax_scaling.py (the widget cells in a kernel with
+    ipywidgets 7.7.1, as on Colab), run here with the packages it needs: about half a minute."""
+    target = tmp_path / "ipywidgets7"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", target,
+                          *COLAB_WIDGETS], capture_output=True, text=True)
+    if pip.returncode and not os.environ.get("CI"):  # offline on a laptop; in CI it must work
+        pytest.skip(f"cannot install ipywidgets 7.7.1: {pip.stderr.strip()[-300:]}")
+    assert pip.returncode == 0, pip.stderr
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/test_checks_softmax_scaling.py", "-k", "widget_cells_run_headless and 7.7.1"],
+                         cwd=ROOT, capture_output=True, text=True, env={**os.environ, "IPYWIDGETS7_PATH": str(target)})
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
