@@ -39,6 +39,7 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             continue
         try:
             notebook = load_notebook(sub.path)
+            _check_cell_count(notebook, course.release_cells(assignment, sub.notebook))
             _check_is_this_assignment(notebook, course.release_cells(assignment, sub.notebook))
         except (ValueError, OSError) as err:
             results[sub.notebook] = result("invalid", str(err))
@@ -61,6 +62,21 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
         if outcome["success"]:
             course.api.generate_feedback(assignment, student_id, force=True)
     return [results[sub.notebook] for sub in submissions]
+
+
+# Cells a submission may add to the assignment's own: far more than trying things out needs,
+# few enough that running them (a kernel round trip each) and their feedback stay cheap.
+MAX_ADDED_CELLS = 300
+
+
+def _check_cell_count(notebook, release_cells: dict) -> None:
+    """A notebook with more added cells than that is refused whole (not cut short: which
+    cells would run would then depend on where the student put them)."""
+    added = len(notebook.cells) - len(release_cells)
+    if added > MAX_ADDED_CELLS:
+        raise ValueError(f"the notebook has {len(notebook.cells)} cells, {added} more than the assignment's "
+                         f"{len(release_cells)}; at most {MAX_ADDED_CELLS} added cells are graded: delete the "
+                         "cells you do not need and submit again")
 
 
 def _check_is_this_assignment(notebook, release_cells: dict) -> None:
@@ -157,10 +173,9 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
         score, max_score = float(graded.score), float(graded.max_score)
     autograded = nbformat.read(course.path("autograded", sub.student_id, sub.assignment)
                                / f"{sub.notebook}.ipynb", as_version=4)
-    died = kernel_died(autograded)
-    status = "error" if died else "timeout" if timed_out(autograded) else "ok"
-    reason = {"error": f"{died}; the tests that ran still count",
-              "timeout": "a cell ran past the time limit and was interrupted"}.get(status, sub.note)
+    died, late = kernel_died(autograded), timed_out(autograded)
+    status = "error" if died else "timeout" if late else "ok"
+    reason = {"error": f"{died}; the tests that ran still count", "timeout": late}.get(status, sub.note)
     return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, score, max_score,
                           test_results(autograded, scores), reason)
 

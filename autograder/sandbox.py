@@ -37,6 +37,8 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
+from .scoring import NOTEBOOK_TIMEOUT
+
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
@@ -419,19 +421,25 @@ class SandboxedExecute(Execute):
     max_record_bytes = Integer(64 * 1024**2, help="check records kept per notebook").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
-        deadline = time.monotonic() + self.notebook_timeout
-        self._cell_bytes, self._record_bytes, self._dead = {}, 0, False
+        self._deadline = time.monotonic() + self.notebook_timeout
+        self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
         # Each cell may run for its own timeout, but never past the notebook's deadline.
-        self.timeout_func = lambda cell: max(1, min(self.timeout, int(deadline - time.monotonic())))
+        self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
         return super().preprocess(nb, resources, km=km)
 
     def preprocess_cell(self, cell, resources, index):
-        if self._dead:
-            return cell, resources  # the cells after a dead kernel do not run: their tests get no record
+        # Once the kernel died or the notebook's time is up, the remaining cells do not run:
+        # their tests get no record, so no points.
+        if self._stopped or cell.cell_type != "code":
+            return cell, resources
+        if time.monotonic() >= self._deadline:
+            self._stopped = True
+            cell.outputs.append(_error("CellTimeoutError", NOTEBOOK_TIMEOUT))
+            return cell, resources
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            self._dead = True
+            self._stopped = True
             cell.outputs.append(_error("DeadKernelError", DEAD_KERNEL))
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             cell.outputs.append(_error("CellTimeoutError", "the cell did not finish in time"))

@@ -77,9 +77,18 @@ def _executor_errors(autograded: nbformat.NotebookNode, ename: str) -> list:
             for output in cell.outputs if output.get("ename") == ename]
 
 
-def timed_out(autograded: nbformat.NotebookNode) -> bool:
-    """Whether a cell ran past the time limit and was interrupted."""
-    return bool(_executor_errors(autograded, "CellTimeoutError"))
+# What the executor writes into the first cell it does not run once the notebook's time is up.
+NOTEBOOK_TIMEOUT = "the notebook ran past its time limit (--notebook-timeout): this cell and the ones after it did not run"
+
+
+def timed_out(autograded: nbformat.NotebookNode) -> str:
+    """Why a time limit cut the run short ('' when none did)."""
+    timeouts = [output.get("evalue") for output in _executor_errors(autograded, "CellTimeoutError")]
+    if not timeouts:
+        return ""
+    if NOTEBOOK_TIMEOUT in timeouts:
+        return "the notebook ran past its time limit; the cells after that did not run"
+    return "a cell ran past the time limit and was interrupted"
 
 
 def kernel_died(autograded: nbformat.NotebookNode) -> str:

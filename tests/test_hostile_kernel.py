@@ -9,14 +9,35 @@ from __future__ import annotations
 
 import threading
 
+import nbformat
 import psutil
 import pytest
 
-from test_hostile import ASSIGNMENT, Attack, HostileClass, code
+from autograder.runner import MAX_ADDED_CELLS
+from test_hostile import ASSIGNMENT, SDPA, Attack, HostileClass, code
 
 PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
+NOTEBOOK_TIMEOUT = 30
+
+
+def cells_after_answer(source: str, count: int):
+    """Adds ``count`` code cells right after the scaled_dot_product_attention cell, before its tests."""
+    def tamper(nb):
+        (cell,) = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == SDPA]
+        at = nb["cells"].index(cell) + 1
+        nb["cells"][at:at] = [nbformat.v4.new_code_cell(source) for _ in range(count)]
+        return nb
+    return tamper
+
 
 ATTACKS = [
+    # -- time: the notebook's deadline stops it; only tests that finished count --------------
+    Attack("many_cells_under_a_second", "holds the worker", tamper=cells_after_answer("import time\ntime.sleep(0.9)", 250),
+           twin="reference", expect="at_most", status="timeout"),
+    Attack("cells_under_the_cell_timeout", "holds the worker", tamper=cells_after_answer("import time\ntime.sleep(9)", 12),
+           twin="reference", expect="at_most", status="timeout"),
+    Attack("too_many_cells", "holds the worker", tamper=cells_after_answer("pass", MAX_ADDED_CELLS + 1),
+           twin="reference", expect="at_most", status="invalid"),
     # -- processes: bounded whoever starts the grader (root in CI) ---------------------------
     Attack("fork_bomb_2000", "starts processes", code("""
         import os, time
@@ -59,7 +80,7 @@ def hostile(tmp_path_factory):
     counter.start()
     try:
         graded = HostileClass(tmp_path_factory.mktemp("hostile-kernel"), ATTACKS,
-                              ("--jobs", "1", "--cell-timeout", "10", "--notebook-timeout", "30"))
+                              ("--jobs", "1", "--cell-timeout", "10", "--notebook-timeout", str(NOTEBOOK_TIMEOUT)))
     finally:
         counter.done.set()
         counter.join()
@@ -85,3 +106,19 @@ def test_process_bombs_are_bounded(hostile):
     # Each bomb tries 2,000 processes; its sandbox holds at most PROCESS_LIMIT, and a few
     # more run beside it (the CLI, the worker, bwrap).
     assert 100 < hostile.most_processes < PROCESS_LIMIT + 50
+
+
+@pytest.mark.parametrize("student", ["many_cells_under_a_second", "cells_under_the_cell_timeout"])
+def test_the_notebook_deadline_stops_the_notebook(hostile, student):
+    """The cells after the deadline do not run: the tests after the added cells get nothing."""
+    assert "the notebook ran past its time limit" in hostile.row(student)["reason"]
+    tests = hostile.results.notebooks[(student, ASSIGNMENT)]["tests"]
+    before = [t for t in tests if "project_qkv" in t["grade_id"]]  # the tests above the added cells
+    assert before and all(t["passed"] for t in before)
+    assert all(t["points"] == 0 for t in tests if t not in before)
+
+
+def test_too_many_added_cells_are_refused(hostile):
+    row = hostile.row("too_many_cells")
+    assert (row["status"], float(row["score"])) == ("invalid", 0.0)
+    assert f"at most {MAX_ADDED_CELLS} added cells" in row["reason"]
