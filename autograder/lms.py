@@ -28,7 +28,7 @@ import sys
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, SubmissionsError
@@ -356,12 +356,14 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
     elif fmt == "moodle":
         # Moodle's offline grading worksheet (Assignment > Upload grading worksheet): Moodle reads
         # Identifier, Grade, Last modified (grade) and the feedback comments; an empty Grade is
-        # left alone. "-" as the last modification lets the worksheet's grades through.
+        # left alone. A grade changed in Moodle after "Last modified (grade)" (read with PHP's
+        # strtotime) is kept unless the upload overrides it: the export's time says these are newest.
+        now = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
         header = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
                   "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
         lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
                   "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
-                  "Yes", "-", "-", _note(r)] for r in rows]
+                  "Yes", "-", now, _note(r)] for r in rows]
     elif fmt == "csv":
         header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason"]
         lines = [[r.student.student_id, r.student.lms_id, r.student.name, r.student.email, assignment,

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -201,6 +202,8 @@ def test_exports_in_the_lms_formats_never_turn_missing_into_zero(tmp_path):
     assert rows["Participant 1203"]["Grade"] == "" and rows["Participant 1203"]["Feedback comments"].startswith(
         "Not graded: invalid (not a notebook")
     assert rows["Participant 1205"]["Status"] == "No submission"
+    modified = datetime.fromisoformat(rows["Participant 1201"]["Last modified (grade)"])  # now: Moodle takes it
+    assert abs((datetime.now(timezone.utc) - modified).total_seconds()) < 600
     assert rows["Participant 1202"]["Feedback comments"] == "Graded with status timeout: a cell ran past 60 s"
 
     plain = tmp_path / "plain.csv"
@@ -209,6 +212,21 @@ def test_exports_in_the_lms_formats_never_turn_missing_into_zero(tmp_path):
         ("1203", "", "invalid"), ("1205", "", "missing")]
     bad = _cli("export", tmp_path, "--format", "csv", "--out", plain, cwd=tmp_path)
     assert bad.returncode == 2 and "no grades.csv" in bad.stderr
+
+
+def test_bad_inputs_give_a_reason_and_exit_2(tmp_path):
+    (tmp_path / "broken.zip").write_bytes(b"PK\x03\x04 not really")
+    run = _cli("collect", tmp_path / "broken.zip", "--assignment", ASSIGNMENT, "--out", tmp_path / "S", cwd=tmp_path)
+    assert run.returncode == 2 and "cannot read" in run.stderr and "Traceback" not in run.stderr
+    run = _cli("collect", tmp_path, "--assignment", ASSIGNMENT, "--out", tmp_path / "S", cwd=tmp_path)
+    assert run.returncode == 2 and "must not be inside DOWNLOAD" in run.stderr
+    (tmp_path / "D").mkdir()
+    run = _cli("collect", tmp_path / "D", "--assignment", "99-none", "--out", tmp_path / "S", cwd=tmp_path)
+    assert run.returncode == 2 and "unknown assignment 99-none" in run.stderr
+    (tmp_path / "R").mkdir()
+    (tmp_path / "R" / "results.json").write_text("[]")
+    run = _cli("export-gradebook", tmp_path / "R", "--gradebook", "nosuchdialect://x", cwd=tmp_path)
+    assert run.returncode == 2 and "cannot write the nbgrader gradebook" in run.stderr, run.stderr
 
 
 # --------------------------------------------------------------------------
