@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, SubmissionsError
 
 PATTERNS = {
-    "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>late_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
+    "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
     "moodle": r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)",
 }
 # A copy's number in an uploaded name: Canvas's "qkv-1.ipynb", a browser's "qkv (2).ipynb".

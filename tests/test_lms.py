@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -92,6 +93,8 @@ def test_canvas_download_is_placed_and_every_file_reported(tmp_path):
     assert first.status == "superseded" and f"50077_{NB}-1" in first.reason
     late = report[f"nguyenthịlan_late_1202_50010_{NB}.ipynb"]
     assert (late.status, late.student_id, late.late, late.name) == ("placed", "1202", True, "nguyenthịlan")
+    assert re.fullmatch(lms.PATTERNS["canvas"], "doejane_LATE_1_2_x_y.ipynb").group("late", "lms_id", "file") == (
+        "LATE_", "1", "x_y.ipynb")
     assert report[f"obrienseán_1203_50020_{NB}.ipynb"].status == "placed"  # broken JSON: grade says invalid
     assert report["smithanna_1204_50030_answers.pdf"].reason == "not a notebook (.ipynb)"
     assert report["notes from the TA.txt"].status == "unplaced"
