@@ -44,8 +44,9 @@ class RebuildFromSource(NbGraderPreprocessor):
     cell takes the student's code (the first cell with its grade_id), or the release
     stub when the student deleted it. Cells the student added (or duplicated, or
     stripped of metadata) follow the solution or test cell they followed in the
-    submission. So deleted, edited, reordered or duplicated test cells and changed
-    metadata (points, grade flags, kernelspec) have no effect.
+    submission, except copies of the course's own cells (a pasted setup or test cell),
+    which stay as an inert note. So deleted, edited, reordered or duplicated test cells
+    and changed metadata (points, grade flags, kernelspec) have no effect.
     """
 
     course_root = Unicode(help="the nbgrader course folder, with source/ and release/").tag(config=True)
@@ -66,7 +67,9 @@ class RebuildFromSource(NbGraderPreprocessor):
                 answers[grade_id] = cell
                 anchor = grade_id
             elif cell.cell_type in ("code", "markdown"):
-                extra.setdefault(anchor, []).append(_plain(cell))
+                copied = copy_of(cell, release_cells)
+                extra.setdefault(anchor, []).append(_plain(cell) if copied is None else new_code_cell(
+                    f"# A copy of the course's cell {copied!r}: the original runs in its place, the copy does not."))
         cells = list(extra.get(None, []))
         for cell in source.cells:
             grade_id = _grade_id(cell)
@@ -96,6 +99,18 @@ def identify(cell, known: set, release_cells: dict):
     for grade_id, stub in release_cells.items():
         wanted = _defined_names(stub)
         if wanted and stub.get("metadata", {}).get("nbgrader", {}).get("solution") and wanted <= defined:
+            return grade_id
+    return None
+
+
+def copy_of(cell, release_cells: dict):
+    """The grade_id of the course's own cell (setup, a test, an example) that ``cell`` is a
+    copy of (Jupyter's copy and paste: the same source), or None. Such a copy is kept inert:
+    running the setup or a test again would cost time, and it is not the student's code."""
+    source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+    for grade_id, released in release_cells.items():
+        if (cell.cell_type == released.cell_type == "code" and source.strip() == released.source.strip()
+                and not released.get("metadata", {}).get("nbgrader", {}).get("solution")):
             return grade_id
     return None
 

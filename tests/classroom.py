@@ -6,6 +6,7 @@ test gives other code for it, keyed by the cell's nbgrader grade_id.
 """
 from __future__ import annotations
 
+import copy
 import csv
 import hashlib
 import json
@@ -47,11 +48,15 @@ def secret_lines(assignment: str) -> set[str]:
 
 
 def make_submission(root: Path, student: str, assignment: str, code: dict[str, str] | None = None,
-                    answer_all: bool = True) -> Path:
+                    answer_all: bool = True, added: list[tuple[str, str, str]] | None = None) -> Path:
     """Write root/student/assignment/<notebook>.ipynb; returns its path.
 
     ``code`` replaces solution cells by grade_id; with ``answer_all`` the other
-    solution cells get the reference solution, else they stay stubs.
+    solution cells get the reference solution, else they stay stubs. ``added`` holds
+    cells the student inserted, each ``(anchor, kind, payload)`` placed after the cell
+    with grade_id ``anchor`` (in order): kind "new" is a fresh cell of code ``payload``
+    (no nbgrader metadata, as Jupyter inserts it); kind "copy" is a copy and paste of the
+    release cell with grade_id ``payload`` (same source and metadata, a new cell id).
     """
     name = notebook_name(assignment)
     notebook = nbformat.read(REPO / "exercises" / assignment / f"{name}.ipynb", 4)
@@ -62,6 +67,12 @@ def make_submission(root: Path, student: str, assignment: str, code: dict[str, s
         grade_id = _nbgrader(cell).get("grade_id")
         if _nbgrader(cell).get("solution") and grade_id in answers:
             cell.source = answers[grade_id]
+    by_id = {_nbgrader(c).get("grade_id"): c for c in notebook.cells if _nbgrader(c).get("grade_id")}
+    for anchor, kind, payload in reversed(added or []):  # reversed: each lands right after its anchor, in order
+        assert anchor in by_id and (kind == "new" or payload in by_id), f"no cell {anchor!r}/{payload!r} in {assignment}"
+        new = nbformat.v4.new_code_cell(payload) if kind == "new" else copy.deepcopy(by_id[payload])
+        new.id = nbformat.v4.new_code_cell().id  # Jupyter gives a pasted cell a new id
+        notebook.cells.insert(notebook.cells.index(by_id[anchor]) + 1, new)
     path = root / student / assignment / f"{name}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, path)
@@ -77,19 +88,44 @@ class CorpusEntry:
     expect: str  # "full" or "partial"
     hint: str | None
     cells: dict[str, str] = field(default_factory=dict)
+    added: list[tuple[str, str, str]] = field(default_factory=list)  # see make_submission
+    cli_only: bool = False  # "# cli only: <why>": only the real grader can judge it (see load_corpus)
 
 
-def load_corpus(assignment: str) -> list[CorpusEntry]:
+# Sections of a corpus file: "# %% cell: <grade_id>" replaces that solution cell by the code
+# below it; "# %% new cell after: <grade_id>" inserts a cell of the student's own (a scratch
+# cell) after that cell; "# %% copy of: <grade_id> after: <grade_id>" pastes a copy of a
+# release cell (setup, test, ...) after another one (nothing below it).
+SECTION = re.compile(r"^# %% (?:cell: (\S+)|new cell after: (\S+)|copy of: (\S+) after: (\S+))\s*$", re.M)
+
+
+def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
+    """The simulated students of an assignment. Those marked "# cli only: <why>" (e.g. a call
+    hidden from the in-kernel detector, which only the grader's source scan can catch) come
+    only with ``cli``: an in-process harness would grade them as their code computes."""
     entries = []
     for path in sorted((CORPUS / assignment).glob("*.py")):
         text = path.read_text()
         expect = re.search(r"^# expect: (full|partial)\s*$", text, re.M)
         assert expect, f"{path}: needs a '# expect: full|partial' line"
         hint = re.search(r"^# hint: (.+?)\s*$", text, re.M)
-        chunks = re.split(r"^# %% cell: (\S+)\s*$", text, flags=re.M)
-        cells = {chunks[i]: chunks[i + 1].strip("\n") + "\n" for i in range(1, len(chunks), 2)}
-        assert cells, f"{path}: needs at least one '# %% cell: <grade_id>' section"
-        entries.append(CorpusEntry(assignment, path.stem, expect.group(1), hint and hint.group(1), cells))
+        heads = list(SECTION.finditer(text))
+        assert heads, f"{path}: needs at least one '# %% cell: <grade_id>' (or new cell, copy of) section"
+        cli_only = re.search(r"^# cli only: \S", text, re.M) is not None
+        if cli_only and not cli:
+            continue
+        entry = CorpusEntry(assignment, path.stem, expect.group(1), hint and hint.group(1), cli_only=cli_only)
+        for head, after in zip(heads, heads[1:] + [None]):
+            body = text[head.end():after.start() if after else len(text)].strip("\n") + "\n"
+            solution, new_after, copied, copy_after = head.groups()
+            if solution:
+                entry.cells[solution] = body
+            elif new_after:
+                entry.added.append((new_after, "new", body))
+            else:
+                assert not body.strip(), f"{path}: a 'copy of' section holds no code"
+                entry.added.append((copy_after, "copy", copied))
+        entries.append(entry)
     return entries
 
 

@@ -27,11 +27,11 @@ class GradedClass:
         self.assignment = assignment
         self.root = tmp / "submitted"
         self.out = tmp / "results"
-        self.corpus = load_corpus(assignment)
+        self.corpus = load_corpus(assignment, cli=True)
         make_submission(self.root, "reference", assignment)
         make_submission(self.root, "stub", assignment, answer_all=False)
         for entry in self.corpus:
-            make_submission(self.root, f"corpus-{entry.name}", assignment, entry.cells)
+            make_submission(self.root, f"corpus-{entry.name}", assignment, entry.cells, added=entry.added)
         renamed = make_submission(self.root, "renamed", assignment)
         renamed.rename(renamed.with_name(f"{renamed.stem}-Copy1.ipynb"))
         (self.root / "no-notebook" / assignment).mkdir(parents=True)
@@ -103,7 +103,7 @@ def test_corpus(graded, capsys):
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_corpus_covers_every_graded_function(assignment):
     """At least 2 correct-but-unusual and 4 buggy students per solution cell, every bug with its hint."""
-    corpus = load_corpus(assignment)
+    corpus = load_corpus(assignment, cli=True)
     for function in reference_code(assignment):
         full = [e.name for e in corpus if e.expect == "full" and function in e.cells]
         buggy = [e.name for e in corpus if e.expect == "partial" and function in e.cells]
