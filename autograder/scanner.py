@@ -20,7 +20,6 @@ not count; a forbidden *class* counts even when called (its instance is the modu
 from __future__ import annotations
 
 import ast
-import pkgutil
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -53,7 +52,8 @@ PUBLIC_MODULES = _public_modules()
 PUBLIC_NAMES = set(attention_checks.__all__) | {"pick_device"}
 READ_ONLY_ATTRIBUTES = {"__doc__", "__name__", "__qualname__", "__module__", "__all__", "__version__"}
 READERS = {"help", "print", "dir", "repr", "str", "type", "id", "isinstance", "callable", "len", "hasattr",
-           "sorted", "format", "display"}  # builtins that read an object, and IPython's display
+           "sorted", "format", "display",  # builtins that read an object, and IPython's display
+           "getdoc", "getsource", "getsourcelines", "getfile", "signature"}  # inspect's readers
 DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "modules", "exec",
                       "eval", "compile", "__import__", "import_module"}
 IDENTIFIER_PATH = re.compile(r"^[A-Za-z_][\w.:]*$")
@@ -226,15 +226,13 @@ Var = tuple  # (scope or None, name): a variable; None for a name the student's 
 # strings built from constants: "soft" + "max", f"{a}max", "".join([...]), "xamtfos"[::-1]
 
 
-def fold(node: ast.AST, constants: dict[str, str] | None = None, depth: int = 0) -> str | None:
+def fold(node: ast.AST, depth: int = 0) -> str | None:
     """The string ``node`` always evaluates to, when it is built from constants only."""
     if depth > 20:
         return None
-    again = lambda n: fold(n, constants, depth + 1)  # noqa: E731
+    again = lambda n: fold(n, depth + 1)  # noqa: E731
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.Name) and constants and node.id in constants:
-        return constants[node.id]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = again(node.left), again(node.right)
         return left + right if left is not None and right is not None else None
@@ -464,8 +462,7 @@ class SourceScanner:
         for name in forbidden:
             wanted.setdefault(name.rsplit(".", 1)[-1], name)
         if wanted:
-            _Walk(self, wanted, hits).run(self.var(self.trees[0] if self.trees else ast.Module(), obj.name)
-                                          if obj.name in self.module.bound else (None, obj.name))
+            _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
         return list(hits.values())
 
     # -- tampering with the checks -----------------------------------------------------------
@@ -494,7 +491,8 @@ class SourceScanner:
             return not (_public_name(node.attr) or node.attr in READ_ONLY_ATTRIBUTES or node.attr in PUBLIC_MODULES)
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Name) and func.id in READERS or self.is_checks(func):
+            reader = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if reader in READERS or self.is_checks(func):
                 return False  # reading the checks, or calling a public check as the test cells do
             return any(self.is_checks(a) for a in list(node.args) + [k.value for k in node.keywords])
         if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) and id(node) not in self.docstrings:
@@ -512,9 +510,11 @@ class SourceScanner:
                 return node.id == COURSE_CHECKS or _public_name(node.id)
             if var not in self._checks_memo:
                 self._checks_memo[var] = False  # a cycle of assignments is not the checks
+                module = self.imported(var)  # inspect.getsource(check_x) does not make inspect the checks
                 self._checks_memo[var] = any(
                     _names_checks(self.import_path(value)) if how == "import" else
-                    how != "def" and self.is_checks(value, depth + 1) for value, how in self.flows.get(var, []))
+                    (how == "value" or how == "kept" and not module) and self.is_checks(value, depth + 1)
+                    for value, how in self.flows.get(var, []))
             return self._checks_memo[var]
         if isinstance(node, ast.Subscript):
             return _names_checks(fold(node.slice) or "") or self.is_checks(node.value, depth + 1)

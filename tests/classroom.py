@@ -69,7 +69,7 @@ def make_submission(root: Path, student: str, assignment: str, code: dict[str, s
             cell.source = answers[grade_id]
     by_id = {_nbgrader(c).get("grade_id"): c for c in notebook.cells if _nbgrader(c).get("grade_id")}
     for anchor, kind, payload in reversed(added or []):  # reversed: each lands right after its anchor, in order
-        assert anchor in by_id and (kind == "new" or payload in by_id), f"no cell {anchor!r}/{payload!r} in {assignment}"
+        assert anchor in by_id and (kind == "new" or payload in by_id), (assignment, anchor, payload)
         new = nbformat.v4.new_code_cell(payload) if kind == "new" else copy.deepcopy(by_id[payload])
         new.id = nbformat.v4.new_code_cell().id  # Jupyter gives a pasted cell a new id
         notebook.cells.insert(notebook.cells.index(by_id[anchor]) + 1, new)

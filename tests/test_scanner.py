@@ -167,6 +167,8 @@ FAIR = {
         help(attention_checks)
         print(checks.__doc__, attention_checks.__all__, attention_checks.TOLERANCES)
         help(check_softmax)
+        import inspect
+        print(inspect.getsource(check_softmax))
         """, """
         check_softmax(softmax, points=2, cases=[dict()])
         """]),
@@ -416,12 +418,12 @@ def test_pasted_setup_and_test_cells_are_recognised_as_copies(tmp_path):
 
     assert len(rebuilt.cells) == len(source.cells) + len(added)
     notes = [c.source for c in rebuilt.cells if c.source.startswith("# A copy of the course's cell")]
-    assert len(notes) == 3 and sum("'setup'" in n for n in notes) == 2 and sum("'test_softmax'" in n for n in notes) == 1
+    assert len(notes) == 3 and sum("'setup'" in n for n in notes) == 2
+    assert sum("'test_softmax'" in n for n in notes) == 1
     setup = next(c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
     assert [c.source for c in rebuilt.cells].count(setup) == 1  # only the course's own setup runs
     student = [c.source for c in rebuilt.cells if is_student_cell(c)]
     assert "print(softmax(torch.zeros(3)))\n" in student
     assert SourceScanner(student).uses(StudentObject("softmax"), SOFTMAX) == []
     # an edited copy is the student's own cell: kept, and still not tampering (public imports only)
-    edited = [c.source for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"][0] + "x = 1\n"
-    assert SourceScanner(student + [edited]).uses(StudentObject("softmax"), SOFTMAX) == []
+    assert SourceScanner(student + [setup + "x = 1\n"]).uses(StudentObject("softmax"), SOFTMAX) == []
