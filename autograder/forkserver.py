@@ -12,8 +12,11 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
     {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
     {"op": "kill", "pid": n}         -> {} once the kernel is gone
     {"op": "reset"}                  -> {"killed": n}: every other process of the sandbox
-                                        killed, /tmp, /dev/shm, SysV IPC and the scratch
-                                        folder emptied, ready for the next student
+                                        killed, /tmp, /dev/shm, SysV IPC, POSIX message
+                                        queues, the user's keyrings and the scratch folder
+                                        emptied, ready for the next student
+
+Run as ``forkserver.py --kernel ARGV...`` it is a cold kernel instead, isolated the same way.
 
 It must not import anything of the autograder (the sandbox cannot see it), nor start a
 thread before forking (a thread's locks would be copied half-held).
@@ -24,6 +27,7 @@ import ctypes
 import gc
 import json
 import os
+import platform
 import shutil
 import signal
 import sys
@@ -44,6 +48,10 @@ PRELOAD = ["ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "torch", "tor
            "tornado.locks", "http.server", "xmlrpc.server", "pydoc", "faulthandler"]
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
+# Keyrings (keyctl(2)): glibc has no wrapper, so by syscall number.
+SYS_KEYCTL = {"x86_64": 250, "aarch64": 219}.get(platform.machine())
+KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 1, 7, 22
+KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
 _libc = ctypes.CDLL(None, use_errno=True)
 _exit_codes: dict[int, int] = {}  # kernels reaped by kill(), for the next poll()
 
@@ -74,11 +82,35 @@ def spawn(argv: list[str], cwd: str) -> int:
         os.closerange(3, 1024)  # the server's pipes and anything else it had open
         os.chdir(cwd)
         os.environ["HOME"] = cwd
-        sys.argv = ["ipykernel_launcher", *argv]
-        from ipykernel import kernelapp
-        kernelapp.launch_new_instance()
+        run_kernel(argv)
     finally:
         os._exit(0)
+
+
+def run_kernel(argv: list[str]) -> None:
+    """Become a kernel with ipykernel's ``argv``, with keyrings of its own: the session keyring
+    is inherited (from the server, or from the grader for a cold kernel) and writable by
+    whoever holds it, the user's keyrings are shared by every process of the user."""
+    _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # a new, anonymous session keyring
+    _clear_user_keyrings()
+    sys.argv = ["ipykernel_launcher", *argv]
+    from ipykernel import kernelapp
+    kernelapp.launch_new_instance()
+
+
+def _keyctl(*args: int) -> int:
+    if SYS_KEYCTL is None:
+        return -1
+    return _libc.syscall(SYS_KEYCTL, *map(ctypes.c_long, args))
+
+
+def _clear_user_keyrings() -> None:
+    """Empty the keyrings every process of this user can reach (the user's, the user session's
+    and the persistent one), where a kernel could leave keys for the next."""
+    persistent = _keyctl(KEYCTL_GET_PERSISTENT, -1, KEY_SPEC_PROCESS_KEYRING)  # -1 where unsupported
+    for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING, persistent):
+        if keyring != -1:
+            _keyctl(KEYCTL_CLEAR, keyring)
 
 
 def kill(pid: int) -> None:
@@ -123,9 +155,10 @@ def reset(scratch: str) -> int:
             pass
         _reap()
         time.sleep(0.001)
-    for folder in ("/tmp", "/dev/shm", scratch):
+    for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):  # files, POSIX shared memory and queues
         _empty(folder)
     _remove_sysv_ipc()
+    _clear_user_keyrings()
     return killed
 
 
@@ -168,6 +201,8 @@ def _remove_sysv_ipc() -> None:
 
 
 def serve(scratch: str) -> None:
+    _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # not the grader's: its kernels could write there
+    _clear_user_keyrings()
     preload()
     reply = sys.stdout
     threads = threading.active_count()
@@ -192,4 +227,7 @@ def serve(scratch: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    if sys.argv[1] == "--kernel":
+        run_kernel(sys.argv[2:])
+    else:
+        serve(sys.argv[1])

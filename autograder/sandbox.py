@@ -41,6 +41,7 @@ from .scoring import NOTEBOOK_TIMEOUT
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
+KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
@@ -131,10 +132,11 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
                      "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_DAC_READ_SEARCH"]  # to enter its folder first
         become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
                   "--inh-caps=-all", "--bounding-set=-all", "--"]
-    # /tmp and /dev/shm are the sandbox's own, writable by its user whoever that is.
+    # /tmp, /dev/shm and the POSIX message queues are the sandbox's own, writable by its user
+    # whoever that is; the rest of /dev is read-only (files there would outlive a kernel).
     args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
-            "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "1777", "--tmpfs", "/tmp",
-            *_system_view()]
+            "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+            "--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/tmp", *_system_view()]
     binds = [*python_view(), *map(str, read_only), *map(str, writable)]
     args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
     for folder in [*python_view(), *map(str, read_only)]:
@@ -373,13 +375,15 @@ class SandboxedKernelManager(AsyncKernelManager):
             self._reconcile_connection_info(self.provisioner.connection_info)
             await self._sockets_bound(kernel)
             return
+        if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
+            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), "--kernel", *kernel_cmd[3:]]
         kw["cwd"] = str(workdir)
         kw.pop("env", None)  # the sandbox sets its own environment
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
         # rather than into the grader's terminal.
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
-                                  uid=self._uid, **self._limits())
+                                  read_only=[KERNEL_LAUNCHER], uid=self._uid, **self._limits())
         return await super()._async_launch_kernel(command, **kw)
 
     async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:

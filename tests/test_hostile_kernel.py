@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from autograder.runner import MAX_ADDED_CELLS
-from test_hostile import ASSIGNMENT, SDPA, Attack, HostileClass, code
+from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
 PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
 NOTEBOOK_TIMEOUT = 30
@@ -30,7 +30,43 @@ def cells_after_answer(source: str, count: int):
     return tamper
 
 
+# Students graded one after another by one worker: the writer (a correct answer) leaves its
+# code where the next kernel could find it; the reader (the wrong answer) runs what it finds.
+CHANNEL = code(f"""
+    import ctypes, os, zlib
+    libc = ctypes.CDLL(None, use_errno=True)
+    ANSWER = zlib.compress({REFERENCE[SDPA]!r}.encode())
+    KEYRINGS = [-3, -4, -5, libc.syscall(250, 22, -1, -2)]  # session, user, user session, persistent""")
+WRITE_FILES = CHANNEL + code("""
+    for path in ["/dev/answer", "/dev/shm/answer", "/tmp/answer"]:
+        try:
+            open(path, "wb").write(ANSWER)
+        except OSError:
+            pass
+    queue = libc.mq_open(b"/answer", os.O_CREAT | os.O_WRONLY, 0o666, None)
+    libc.mq_send(queue, ANSWER, len(ANSWER), 0)""")
+READ_FILES = CHANNEL + code("""
+    for path in ["/dev/answer", "/dev/shm/answer", "/tmp/answer"]:
+        if os.path.exists(path):
+            exec(zlib.decompress(open(path, "rb").read()))
+    queue, found = libc.mq_open(b"/answer", os.O_RDONLY | os.O_NONBLOCK), ctypes.create_string_buffer(8192)
+    if queue >= 0 and libc.mq_receive(queue, found, 8192, None) > 0:
+        exec(zlib.decompress(found.raw))""")
+WRITE_KEYS = CHANNEL + code("""
+    for keyring in KEYRINGS:
+        libc.syscall(248, b"user", b"answer", ANSWER, len(ANSWER), keyring)  # add_key""")
+READ_KEYS = CHANNEL + code("""
+    for keyring in KEYRINGS:
+        key, found = libc.syscall(250, 10, keyring, b"user", b"answer", 0), ctypes.create_string_buffer(65536)
+        if key > 0 and libc.syscall(250, 11, key, found, 65536) > 0:  # keyctl search, read
+            exec(zlib.decompress(found.raw))""")
+
 ATTACKS = [
+    # -- one student's kernel talking to the next one's, in the same sandbox -----------------
+    Attack("channel_files_1_writer", "talks to the next student", WRITE_FILES, twin="reference"),
+    Attack("channel_files_2_reader", "talks to the next student", READ_FILES),
+    Attack("channel_keys_1_writer", "talks to the next student", WRITE_KEYS, twin="reference"),
+    Attack("channel_keys_2_reader", "talks to the next student", READ_KEYS),
     # -- time: the notebook's deadline stops it; only tests that finished count --------------
     Attack("many_cells_under_a_second", "holds the worker", tamper=cells_after_answer("import time\ntime.sleep(0.9)", 250),
            twin="reference", expect="at_most", status="timeout"),

@@ -70,6 +70,13 @@ LEAVE_TRACES = """
     print(libc.shmget(4242, 4096, 0o1666) >= 0)           # SysV shared memory outlives processes
     open("/tmp/left-behind", "w").write("x")
     open("../../left-behind", "w").write("x")              # the sandbox's scratch folder
+    try:
+        open("/dev/left-behind", "w").write("x")            # /dev is read-only
+    except OSError:
+        pass
+    print(libc.mq_open(b"/left-behind", os.O_CREAT | os.O_RDWR, 0o666, None) >= 0)  # POSIX queues too
+    for keyring in (-3, -4, -5):                            # session, user, user session keyrings
+        print(libc.syscall(248, b"user", b"left-behind", b"x", 1, keyring) > 0)  # add_key(2)
     server = os.getppid()
     if os.fork() == 0:                                      # a daemon that outlives the kernel
         os.setsid()
@@ -90,18 +97,19 @@ LOOK_AROUND = """
     import os, json, time
     time.sleep(1)  # time for a surviving daemon to strike
     others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
-    print(json.dumps({"others": others, "files": [f for f in ("/tmp/left-behind", "../../left-behind")
-                                                  if os.path.exists(f)],
-                      "shm": open("/proc/sysvipc/shm").read().splitlines()[1:]}))
+    print(json.dumps({"others": others, "files": [f for f in ("/tmp/left-behind", "../../left-behind",
+                                                             "/dev/left-behind") if os.path.exists(f)],
+                      "shm": open("/proc/sysvipc/shm").read().splitlines()[1:], "queues": os.listdir("/dev/mqueue"),
+                      "keys": [key for key in open("/proc/keys") if "left-behind" in key]}))
 """
 
 
 def test_nothing_of_one_kernel_is_left_for_the_next(tmp_path):
     out, _ = run_kernel(tmp_path, LEAVE_TRACES)
-    assert out.strip() == "True"
+    assert out.split() == ["True"] * 5  # every trace was left
     out, alive = run_kernel(tmp_path, LOOK_AROUND)
     assert alive, "the next kernel was killed"
-    assert json.loads(out) == {"others": [], "files": [], "shm": []}
+    assert json.loads(out) == {"others": [], "files": [], "shm": [], "queues": [], "keys": []}
 
 
 def test_a_kernel_has_no_capabilities_and_cannot_look_into_its_server(tmp_path):
