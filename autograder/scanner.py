@@ -54,8 +54,10 @@ READ_ONLY_ATTRIBUTES = {"__doc__", "__name__", "__qualname__", "__module__", "__
 READERS = {"help", "print", "dir", "repr", "str", "type", "id", "isinstance", "callable", "len", "hasattr",
            "sorted", "format", "display",  # builtins that read an object, and IPython's display
            "getdoc", "getsource", "getsourcelines", "getfile", "signature"}  # inspect's readers
-DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "modules", "exec",
-                      "eval", "compile", "__import__", "import_module"}
+# Namespaces through which code can bind or look up any name: a write through one may bind what
+# the graded object uses; a read through one in the graded object may use any global.
+DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "modules"}
+CODE_RUNNERS = {"exec", "eval", "compile", "__import__"}  # builtins that run or import code given as a string
 IDENTIFIER_PATH = re.compile(r"^[A-Za-z_][\w.:]*$")
 
 
@@ -298,7 +300,10 @@ class SourceScanner:
             binder = _Binder(self.module, self.scope_of)
             for statement in tree.body:
                 binder.visit(statement)
+            # the student's own lines where %magics kept the count; a %%cell magic became one line
+            original = source.splitlines()
             lines = code.splitlines()
+            lines = original if len(original) == len(lines) else [original[0]] if len(lines) == 1 else lines
             for node in ast.walk(tree):
                 self.lines_of[id(node)] = lines
             self.trees.append(tree)
@@ -391,10 +396,16 @@ class SourceScanner:
     def _call(self, call: ast.Call):
         values = list(call.args) + [k.value for k in call.keywords]
         func = call.func
-        if isinstance(func, ast.Name) and func.id in ("exec", "eval", "compile") and call.args:
+        runner = isinstance(func, ast.Name) and func.id in CODE_RUNNERS and self.var(func, func.id)[0] is None
+        if runner and call.args:
             self.code_strings.add(id(call.args[0]))
-        if _dynamic(func):
-            self.dynamic.extend(values)
+        if isinstance(func, ast.Attribute) and func.attr == "run_cell_magic" and len(call.args) == 3 \
+                and fold(call.args[0]) == "writefile":  # %%writefile helper.py, then import helper
+            runner = True
+            self.code_strings.add(id(call.args[2]))
+        setter = isinstance(func, ast.Name) and func.id == "setattr" and call.args and _dynamic(call.args[0])
+        if runner or setter or isinstance(func, ast.Attribute) and _dynamic(func.value):
+            self.dynamic.extend(values)  # exec(...), globals().update(...), setattr(builtins, ...)
         if isinstance(func, ast.Name) and self.var(func, func.id)[0] is not None:
             self.calls.setdefault(self.var(func, func.id), []).append(call)  # the student's own function
             return
@@ -598,6 +609,9 @@ class _Walk:
             stack.extend(ast.iter_child_nodes(node))
             if isinstance(node, ast.Call) and not strict:
                 called.add(id(node.func))
+            if strict and _dynamic_read(node):  # globals()[name], sys.modules[__name__].x: any global
+                for var in [(self.s.module, name) for name in sorted(self.s.module.bound)]:
+                    self.reach(var)
             data = id(node) in called
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 var = self.s.var(node, node.id)
@@ -659,6 +673,14 @@ def _dynamic(node: ast.AST) -> bool:
     """Writes or runs code through a namespace (globals(), builtins, sys.modules, exec, ...)."""
     return any((isinstance(n, ast.Name) and n.id in DYNAMIC_NAMESPACES)
                or (isinstance(n, ast.Attribute) and n.attr in DYNAMIC_NAMESPACES) for n in ast.walk(node))
+
+
+def _dynamic_read(node: ast.AST) -> bool:
+    """globals(), locals(), vars() without arguments, or x.__dict__ / sys.modules, read in code."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
+        return node.func.id in ("globals", "locals", "vars")
+    return isinstance(node, ast.Attribute) and node.attr in ("__dict__", "modules") and not (
+        isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
 
 
 def _function_like(word: str) -> bool:

@@ -125,7 +125,9 @@ FAIR = {
         attn_output, attn_weights = mha(query, key, value)
         mine = MultiHeadAttention(8, 2)
         mine.load_state_dict(mha.state_dict(), strict=False)
-        print(torch.allclose(mine(query, key, value)[0], attn_output))
+        print(torch.allclose(mine(query, key, value)[0], attn_output), vars(mha).keys())
+        fast = torch.compile(mha)
+        %timeit mha(query, key, value)
         """]),
     "own helper named like the API": ("MultiHeadAttention", MHA, ["""
         def multi_head_attention_forward(q, k, v):
@@ -306,6 +308,23 @@ HOSTILE = {
         """, """
         softmax(torch.softmax)
         """], "softmax(torch.softmax)"),
+    "a global looked up through globals()": ("softmax", SOFTMAX, "torch.softmax", ["""
+        _fast_path = torch.softmax
+        """, """
+        def softmax(x, dim=-1):
+            return globals()["_fast" + "_path"](x, dim)
+        """], "_fast_path = torch.softmax"),
+    "a helper module written with %%writefile": ("softmax", SOFTMAX, "torch.softmax", ["""
+        %%writefile fast_helpers.py
+        import torch
+        def normalise(x, dim):
+            return torch.softmax(x, dim)
+        """, """
+        from fast_helpers import normalise
+
+        def softmax(x, dim=-1):
+            return normalise(x, dim)
+        """], "%%writefile fast_helpers.py"),
     "star import": ("softmax", SOFTMAX, "torch.log_softmax", ["""
         from torch.nn.functional import *
 
@@ -356,6 +375,16 @@ def test_only_what_the_graded_object_reaches():
 def test_a_student_object_never_defined_is_not_charged():
     assert found("softmax", SOFTMAX, SETUP) == []
     assert SourceScanner(["def f(x): return torch.softmax(x, -1)\n"]).uses("not a student object", SOFTMAX) == []
+
+
+def test_the_line_quoted_is_the_students_own_under_magics():
+    hits = found("softmax", SOFTMAX, SETUP, """
+        %matplotlib inline
+        def softmax(x, dim=-1):
+            !echo hi
+            return torch.softmax(x, dim)
+        """)
+    assert hits == ["torch.softmax"] and hits[0].line == "return torch.softmax(x, dim)"
 
 
 def test_cells_that_do_not_parse_are_skipped():
