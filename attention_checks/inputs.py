@@ -23,3 +23,50 @@ def keep_mask(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
 def block_mask(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     """The same random mask in nn.MultiheadAttention's convention: True = may NOT attend."""
     return ~keep_mask(shape, gen)
+
+
+def padding_lengths(batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
+    """Random lengths of a right-padded batch, (batch,) int64 in [1, length]: every sequence
+    keeps a position, and (for batch > 1 and length > 1) one is full and one is padded."""
+    lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+    if batch > 1 and length > 1:
+        lengths[0] = length
+        lengths[1] = torch.randint(1, length, (1,), generator=gen)
+    return lengths
+
+
+def pad_mask(lengths: torch.Tensor, length: int) -> torch.Tensor:
+    """The key padding mask of those lengths, (batch, length) bool, True at padding."""
+    return torch.arange(length)[None, :] >= lengths[:, None]
+
+
+def build_student_module(cls, args: tuple = (), kwargs: dict | None = None, *, seed: int = 0):
+    """cls(*args, **kwargs) without touching the student's random state: constructing a module
+    draws its initial weights from the global RNG, which is forked and seeded here (the same
+    initial weights at every grading, the student's own RNG as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return cls(*args, **(kwargs or {}))
+
+
+def load_student_module(module, state: dict[str, torch.Tensor], what: str, names: str):
+    """Move the student's module to the state's device and dtype, load ``state`` and switch to
+    eval mode; a readable error when the names or shapes do not fit. Parameters of the
+    student's that ``state`` lacks are allowed (they keep their seeded initial values)."""
+    import torch.nn as nn
+
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{what}(...) gave a {type(module).__name__}: {what} must be a subclass of nn.Module "
+                        "that calls super().__init__()")
+    first = next(iter(state.values()))
+    module = module.to(device=first.device, dtype=first.dtype)
+    try:
+        result = module.load_state_dict(state, strict=False)
+    except RuntimeError as error:  # a size mismatch
+        details = str(error).split("\n", 1)[-1].strip().replace("\n\t", "; ").replace("\t", "")
+        raise RuntimeError(f"the test's weights do not fit your {what} ({names}): {details}") from None
+    if result.unexpected_keys:
+        raise RuntimeError(f"the test's weights do not load into your {what}: it lacks "
+                           f"{', '.join(result.unexpected_keys)}; name its parameters {names}, as nn.Linear "
+                           "submodules or nn.Parameter attributes")
+    return module.eval()

@@ -1,0 +1,17 @@
+# Applies tanh to the score instead of the hidden features: tanh(v . (W_q q + W_k k)).
+# expect: partial
+# hint: tanh goes on the hidden features
+# %% cell: additive_attention
+class AdditiveAttention(nn.Module):
+    def __init__(self, query_size, key_size, hidden_size):
+        super().__init__()
+        self.w_q = nn.Linear(query_size, hidden_size, bias=False)
+        self.w_k = nn.Linear(key_size, hidden_size, bias=False)
+        self.v = nn.Linear(hidden_size, 1, bias=False)
+
+    def forward(self, query, key, value, key_padding_mask=None):
+        scores = torch.tanh(self.v(self.w_q(query)[:, :, None] + self.w_k(key)[:, None]).squeeze(-1))
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(key_padding_mask[:, None], float("-inf"))
+        weights = scores.softmax(-1)
+        return weights @ value, weights
