@@ -56,7 +56,7 @@ READERS = {"help", "print", "dir", "repr", "str", "type", "id", "isinstance", "c
            "getdoc", "getsource", "getsourcelines", "getfile", "signature"}  # inspect's readers
 # Namespaces through which code can bind or look up any name: a write through one may bind what
 # the graded object uses; a read through one in the graded object may use any global.
-DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "modules"}
+DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "sys.modules"}
 CODE_RUNNERS = {"exec", "eval", "compile", "__import__"}  # builtins that run or import code given as a string
 IDENTIFIER_PATH = re.compile(r"^[A-Za-z_][\w.:]*$")
 
@@ -669,17 +669,25 @@ def roots(node: ast.AST) -> list[ast.Name]:
     return []
 
 
+def _namespace(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in DYNAMIC_NAMESPACES
+    if isinstance(node, ast.Attribute):  # x.__dict__, sys.modules (not model.modules())
+        owner = node.value.id if isinstance(node.value, ast.Name) else ""
+        return f"{owner}.{node.attr}" in DYNAMIC_NAMESPACES or node.attr == "__dict__"
+    return False
+
+
 def _dynamic(node: ast.AST) -> bool:
-    """Writes or runs code through a namespace (globals(), builtins, sys.modules, exec, ...)."""
-    return any((isinstance(n, ast.Name) and n.id in DYNAMIC_NAMESPACES)
-               or (isinstance(n, ast.Attribute) and n.attr in DYNAMIC_NAMESPACES) for n in ast.walk(node))
+    """Goes through a namespace (globals(), builtins, sys.modules, x.__dict__, ...)."""
+    return any(_namespace(n) for n in ast.walk(node))
 
 
 def _dynamic_read(node: ast.AST) -> bool:
     """globals(), locals(), vars() without arguments, or x.__dict__ / sys.modules, read in code."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.args:
         return node.func.id in ("globals", "locals", "vars")
-    return isinstance(node, ast.Attribute) and node.attr in ("__dict__", "modules") and not (
+    return isinstance(node, ast.Attribute) and _namespace(node) and not (
         isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
 
 

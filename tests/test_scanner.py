@@ -144,6 +144,7 @@ FAIR = {
                 self.layers = nn.ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
 
             def forward(self, src, mask=None, src_key_padding_mask=None):
+                assert all(m.training == self.training for layer in self.layers for m in layer.modules())
                 for layer in self.layers:
                     src = layer(src, src_mask=mask, src_key_padding_mask=src_key_padding_mask)
                 return src
@@ -325,6 +326,12 @@ HOSTILE = {
         def softmax(x, dim=-1):
             return normalise(x, dim)
         """], "%%writefile fast_helpers.py"),
+    "a global looked up through sys.modules": ("softmax", SOFTMAX, "torch.softmax", ["""
+        import sys
+        _fast_path = torch.softmax
+        def softmax(x, dim=-1):
+            return getattr(sys.modules[__name__], "_fast_path")(x, dim)
+        """], "_fast_path = torch.softmax"),
     "star import": ("softmax", SOFTMAX, "torch.log_softmax", ["""
         from torch.nn.functional import *
 
