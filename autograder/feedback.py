@@ -12,22 +12,100 @@ feedback template is the classic one, which has no JupyterLab cells.
 Most cells are the same on every page (instructions, setup, tests): their markdown and
 highlighted code are rendered once per process. The page's notebook was validated when
 it was read, so it is not validated again after each step (see exporters.py).
+
+The page is opened by the instructor, or served by an LMS: nothing the student
+controls may run in it. Every output comes from the student's kernel (a student's
+cell can make a course cell display anything), so every output is sanitised; so are
+markdown cells that are not the course's own. The course's markdown cells (their
+source restored from the source notebook) stay as they are.
 """
 from __future__ import annotations
 
+import copy
+import html
 import json
 import re
 from collections import OrderedDict
 
+import bleach
 import jinja2
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.markdown_mistune import InvalidNotebook
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbconvert.preprocessors.sanitize import SanitizeHTML
 
 from .exporters import ValidatedAfterKernel
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
 ALT_TEXT = "No description has been provided for this image"  # nbconvert's words
+
+
+# What a student's HTML may hold: text, structure, tables, links and embedded raster images;
+# no scripts, event handlers, styles, forms, frames or SVG. (bleach: a parser, not regexes.)
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "div", "dl", "dt", "em",
+             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
+             "span", "strong", "sub", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul"}
+LINKS = re.compile(r"(https?:|mailto:|#)", re.IGNORECASE)  # not javascript:, data:, ...
+EMBEDDED_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z", re.IGNORECASE)
+
+
+def _safe_attribute(tag: str, name: str, value: str) -> bool:
+    if name in ("class", "title") or (tag in ("td", "th") and name in ("colspan", "rowspan")):
+        return True
+    if tag == "a" and name == "href":
+        return bool(LINKS.match(value))
+    if tag == "img":  # only images in the page itself: a student's page loads nothing from anywhere
+        return name in ("alt", "width", "height") or (name == "src" and bool(EMBEDDED_IMAGE.match(value)))
+    return False
+
+
+CLEANER = bleach.Cleaner(tags=SAFE_TAGS, attributes=_safe_attribute, protocols={"http", "https", "mailto", "data"},
+                         strip=False, strip_comments=True)  # disallowed tags show as text
+
+
+def is_course_cell(cell) -> bool:
+    """A cell the course wrote: rebuilt from the source notebook with its nbgrader metadata
+    (RebuildFromSource gives the cells a student adds no nbgrader metadata)."""
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return isinstance(nbgrader, dict) and bool(nbgrader.get("locked")) and not nbgrader.get("solution")
+
+
+def _image_sizes(metadata: dict) -> dict:
+    """An output's metadata, less all but numeric image sizes: the template writes a width
+    unquoted (a string could add attributes), a file name as a source, ``isolated`` HTML as
+    a frame."""
+    return {mime: {k: v for k, v in sizes.items()
+                   if k in ("width", "height") and type(v) in (int, float)}
+            for mime, sizes in metadata.items() if isinstance(sizes, dict)}
+
+
+class SanitizeStudentContent(SanitizeHTML):
+    """nbconvert's SanitizeHTML, for what reaches a feedback page from the student: every
+    output keeps only plain text, PNG/JPEG images, LaTeX and JSON, with HTML and markdown
+    cleaned (JavaScript, SVG, widgets and other kinds are dropped); raw cells that are not the
+    course's are cleaned; the kernel's widget state goes (the page would run its widgets).
+    Markdown cells are rendered first and cleaned after (FeedbackExporter.markdown2html), so
+    that a link made in markdown is checked too."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code":
+            # An output left with nothing to show goes (nbconvert would warn that it cannot show it).
+            cell.outputs = [o for o in self.sanitize_code_outputs(cell.outputs)
+                            if o.output_type in ("stream", "error") or o.get("data")]
+            for output in cell.outputs:
+                if "metadata" in output:
+                    output.metadata = _image_sizes(output.metadata)
+        elif cell.cell_type == "raw" and not is_course_cell(cell):
+            cell.source = self.sanitize_html_tags(cell.source)
+        return cell, resources
+
+    def sanitize_html_tags(self, html_str):
+        return CLEANER.clean(html_str)
 
 
 class MemoryBytecodeCache(jinja2.BytecodeCache):
@@ -77,6 +155,7 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
 
     compiled_templates = MemoryBytecodeCache()
     rendered_markdown = RenderedCells()
+    sanitizer = SanitizeStudentContent()
 
     def _create_environment(self) -> jinja2.Environment:
         environment = super()._create_environment()
@@ -85,14 +164,23 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
 
     @jinja2.pass_context
     def markdown2html(self, context, source):
-        render = lambda: HTMLExporter.markdown2html(self, context, source)  # noqa: E731
-        if context.get("cell", {}).get("attachments") or self.embed_images:
+        # Markdown in a code cell is an output: the student's, as is a markdown cell of theirs.
+        cell = context.get("cell", {})
+        trusted = cell.get("cell_type") == "markdown" and is_course_cell(cell)
+        def render():
+            try:
+                page = HTMLExporter.markdown2html(self, context, source)
+            except InvalidNotebook as err:  # e.g. an image of an attachment the cell lost: show the text
+                page = f"<pre>{html.escape(source)}</pre><p>({html.escape(str(err))})</p>"
+            return page if trusted else CLEANER.clean(page)
+        if cell.get("attachments") or self.embed_images:
             return render()  # depends on the cell and the notebook's folder, not only its text
-        key = (source, self.anchor_link_text, self.exclude_anchor_links,
+        key = (source, trusted, self.anchor_link_text, self.exclude_anchor_links,
                json.dumps(self.lexer_options, sort_keys=True, default=repr))
         return self.rendered_markdown.get_or_render(key, render)
 
     def from_notebook_node(self, nb, resources=None, **kw):
+        nb, resources = self.sanitizer.preprocess(copy.deepcopy(nb), resources)
         # HTMLExporter.from_notebook_node up to the template, then the alt text.
         language = nb.metadata.get("language_info", {})
         lexer = language.get("pygments_lexer", language.get("name", None))

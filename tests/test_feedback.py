@@ -78,3 +78,11 @@ def test_markdown_with_attachments_is_rendered_for_its_cell():
                                                    attachments={"plot.png": {"image/png": PIXEL[:-8] + "AAAAAAA="}})
     page, _ = FeedbackExporter(template_name="classic").from_notebook_node(other)
     assert "AAAAAAA=" in page  # its own attachment, not the first page's
+
+
+def test_a_markdown_cell_whose_attachment_is_gone_still_gets_a_page():
+    """The grader keeps a student's markdown but not its attachments: the page shows the text."""
+    nb = _notebook()
+    nb.cells[0] = nbformat.v4.new_markdown_cell("my plot: ![plot](attachment:plot.png)")
+    page, _ = FeedbackExporter(template_name="classic").from_notebook_node(nb)
+    assert "my plot:" in _text(page) and "missing attachment: plot.png" in _text(page)
