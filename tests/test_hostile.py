@@ -121,6 +121,36 @@ def code(text: str) -> str:
     return "\n" + textwrap.dedent(text).strip() + "\n"
 
 
+# A correct function that calls the mirrored API by a name the source scan cannot read: only
+# the kernel's detector sees it, so a forged record that leaves it out would pass as clean.
+HIDDEN_CALL = """
+import torch, torch.nn.functional as F
+_fast = getattr(F, "scaled_dot_product" + "_attention")
+_honest = scaled_dot_product_attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    weights = _honest(query, key, value, attn_mask, is_causal, scale)[1]
+    return _fast(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale), weights
+"""
+
+
+# An answer thief: returns any float64 tensor it can find of the shapes the answer must have,
+# cast to the input's dtype and device; `_candidates(query, key, value)` says where it looks.
+STEAL = """
+import torch
+_honest = scaled_dot_product_attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    want_out = (*query.shape[:-1], value.shape[-1])
+    want_weights = (*query.shape[:-1], key.shape[-2])
+    try:
+        found = [t for t in _candidates(query, key, value) if t.dtype == torch.float64]
+        out = next(t for t in found if tuple(t.shape) == want_out)
+        weights = next(t for t in found if tuple(t.shape) == want_weights)
+        return out.to(query), weights.to(query)
+    except Exception:
+        return _honest(query, key, value, attn_mask, is_causal, scale)
+"""
+
+
 ATTACKS = [
     # -- patching the kernel: the verdict is made outside it ------------------------------
     Attack("patch_allclose", "patches torch", code("""
@@ -237,6 +267,70 @@ ATTACKS = [
     Attack("shadow_checks_package", "adds files", twin="reference",
            extra_files={"attention_checks/__init__.py": "", "attention_checks/qkv.py":
                         "def check_project_qkv(*a, **k): pass\ndef check_scaled_dot_product_attention(*a, **k): pass\n"}),
+    # -- looking for the answers inside the kernel: none are there (issue 12, finding 1) -------
+    # Each falls back to the honest (wrong) function when it finds nothing: equal to its twin.
+    Attack("answers_from_gc", "reads answers in the kernel", STEAL + code("""
+        import gc
+        def _candidates(query, key, value):
+            return [o for o in gc.get_objects() if isinstance(o, torch.Tensor)] + [
+                v for o in gc.get_objects() if isinstance(o, dict) for v in list(o.values())
+                if isinstance(v, torch.Tensor)]"""), expect="at_most"),
+    Attack("answers_from_stack", "reads answers in the kernel", STEAL + code("""
+        import sys
+        def _candidates(query, key, value):
+            found, frame = [], sys._getframe(1)
+            while frame is not None:
+                for v in list(frame.f_locals.values()):
+                    items = v.values() if isinstance(v, dict) else vars(v).values() if hasattr(v, "__dict__") else [v]
+                    found += [t for t in items if isinstance(t, torch.Tensor)]
+                frame = frame.f_back
+            return found"""), expect="at_most"),
+    Attack("answers_module_by_name", "reads answers in the kernel", STEAL + code("""
+        import importlib, sys
+        def _candidates(query, key, value):
+            answers = importlib.import_module("attention_" + "checks.answers.qkv")
+            x = type("X", (), {"args": dict(query=query.double(), key=key.double(), value=value.double()),
+                               "kwargs": {}})()
+            return list(answers.ANSWERS["scaled_dot_product_attention"].reference(x, {}).values())"""), expect="at_most"),
+    Attack("answers_by_replacing_the_probe", "reads answers in the kernel", code("""
+        import importlib, sys
+        _probe = sys.modules["attention_" + "checks.probe"]
+        _real_probe = _probe.probe
+        def _steal(check, student, inputs, spec, guard):
+            try:
+                judging = importlib.import_module("attention_" + "checks.answers.judging")
+                ref = judging.answer_for(check).reference(inputs.as_reference(), spec)
+                return _probe.Outcome(tuple(t.to(inputs.like.dtype) for t in ref.values()))
+            except Exception:
+                return _real_probe(check, student, inputs, spec, guard)
+        _probe.probe = _steal"""), expect="at_most"),
+    # -- forged records: a test cell's records are exactly what its checks emit (finding 2) ---
+    Attack("forged_record_before_each_cell", "forges records", HIDDEN_CALL + code("""
+        import ast, sys
+        from IPython import get_ipython
+        def _forge(info):  # before each test cell: its own record, made clean, in front of the genuine one
+            tree = ast.parse(info.raw_cell or "")
+            if not tree.body or "check_scaled_dot_product_attention" not in info.raw_cell:
+                return
+            names = dict(globals())
+            exec(compile(ast.Module(tree.body[:-1], []), "<cases>", "exec"), names)
+            call = tree.body[-1].value
+            cases = eval(compile(ast.Expression(next(k.value for k in call.keywords if k.arg == "cases")), "<c>", "eval"), names)
+            probe = sys.modules["attention_" + "checks.probe"]
+            check = sys.modules["attention_" + "checks.qkv"].check_scaled_dot_product_attention
+            probed = probe.probe_all(check, scaled_dot_product_attention, cases, torch.device("cpu"))
+            probed.forbidden.clear()
+            probe.publish(check.name, probed)
+        get_ipython().events.register("pre_run_cell", _forge)"""), expect="at_most"),
+    Attack("forged_record_doubled_by_publisher", "forges records", HIDDEN_CALL + code("""
+        from IPython import get_ipython
+        _pub = get_ipython().display_pub
+        _real = _pub.publish
+        def _publish(data, *a, **k):  # a clean copy of each record, in front of the genuine one
+            if any(key.startswith("application/vnd.attention") for key in data):
+                _real({key: dict(value, forbidden=[]) for key, value in data.items()}, *a, **k)
+            return _real(data, *a, **k)
+        _pub.publish = _publish"""), expect="at_most"),
 ]
 assert len(ATTACKS) >= 25
 

@@ -1,6 +1,6 @@
 # Casts everything to float32 "to be safe": float64 inputs come back as float32.
 # expect: partial
-# hint: expected float64 (the input's)
+# hint: dtype float32, expected float64
 # %% cell: project_qkv
 def project_qkv(x, w_q, w_k, w_v):
     x = x.float()

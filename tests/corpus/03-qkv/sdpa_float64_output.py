@@ -1,6 +1,6 @@
 # Computes in float64 for accuracy but forgets to cast back: float32 inputs give float64 outputs.
 # expect: partial
-# hint: expected float32 (the input's)
+# hint: dtype float64, expected float32
 # %% cell: scaled_dot_product_attention
 def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
     query, key, value = query.double(), key.double(), value.double()

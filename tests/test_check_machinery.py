@@ -1,0 +1,355 @@
+"""The machinery every declared check shares, exercised on 03-qkv's checks: scores and
+partial credit as nbgrader reads them, forbidden calls, student exceptions and noise,
+tolerances, dtype and device, and the three places a check runs (the student's notebook,
+a grading kernel, the grader)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import os
+import sys
+import warnings
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+from nbformat.v4 import new_output
+
+from attention_checks import TOLERANCES, CheckFailed, PartialCredit
+from attention_checks.answers.judging import compare, judge, judge_records
+from attention_checks.core import ForbiddenCalls, quiet
+from attention_checks.inputs import keep_mask
+from attention_checks.probe import probe_all
+from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
+from attention_checks.record import Outcome, Replay, _encode_outcome
+from notebook_harness import SourceNotebook, tf32
+
+NB = SourceNotebook("03-qkv")
+CPU = torch.device("cpu")
+SDPA = check_scaled_dot_product_attention
+SMALL = [dict(), dict(mask="bool", L=4, S=6), dict(is_causal=True)]
+
+
+def _reference_sdpa():
+    return NB.student()["scaled_dot_product_attention"]
+
+
+def _sdpa_tf32(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    mm = (lambda a, b: tf32(a) @ tf32(b)) if query.dtype == torch.float32 else torch.matmul
+    L, S = query.size(-2), key.size(-2)
+    scale = 1 / math.sqrt(query.size(-1)) if scale is None else scale
+    scores = mm(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = scores.softmax(-1)
+    return mm(weights, value), weights
+
+
+def _recorded(check, fn, cases) -> dict:
+    """The record a grading kernel displays for one check call."""
+    probed = probe_all(check, fn, cases, CPU)
+    return dict(check=check.name, forbidden=probed.forbidden,
+                outcomes=[_encode_outcome(o, like) for o, like in zip(probed.outcomes, probed.likes)])
+
+
+# --------------------------------------------------------------------------
+# scores as nbgrader reads them
+
+
+@pytest.mark.parametrize("score, points", [(1.5, 2), (0.33, 1), (0.08, 1), (8.99, 9)])
+def test_partial_credit_is_read_by_nbgrader(score, points):
+    from IPython.core.formatters import PlainTextFormatter
+    from nbgrader.utils import determine_grade
+
+    credit = PartialCredit(score, points)
+    text = PlainTextFormatter()(credit)
+    assert text == repr(credit) == repr(score) and float(text) == score
+    assert f"{score:g} / {points:g}" in credit._repr_html_()
+    cell = nbformat.from_dict(dict(
+        cell_type="code", source="", metadata={"nbgrader": {"grade": True, "solution": False, "points": points}},
+        outputs=[new_output("stream", name="stdout", text="report\n"),
+                 new_output("execute_result", data={"text/plain": text}, execution_count=1)],
+    ))
+    assert determine_grade(cell) == (score, points)
+
+
+def test_scores_follow_the_fraction_of_cases():
+    reference = _reference_sdpa()
+    cases = [dict(L=3), dict(L=4), dict(L=5), dict(L=6)]
+    answers = iter(range(4))
+
+    def mixed(query, key, value, **kwargs):
+        output, weights = reference(query, key, value, **kwargs)
+        n = next(answers)
+        return [(output, weights), (output, weights), (output * 0, weights * 0), (output.double(), weights.double())][n]
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        score = SDPA(mixed, points=2, cases=cases, device=CPU)
+    # per case: 1, 1, 0.25 (right structure, wrong values), 0.75 (wrong dtype, right values)
+    assert isinstance(score, PartialCredit) and score == round(2 * 3.0 / 4, 2)
+    assert "2 of 4 cases fail" in out.getvalue() and "dtype float64, expected float32" in out.getvalue()
+
+    many = [dict(L=2, seed=i) for i in range(200)]
+    calls = iter(range(200))
+    one_wrong = lambda q, k, v, **kw: (lambda o, w: (o * 2, w) if next(calls) == 199 else (o, w))(*reference(q, k, v, **kw))  # noqa: E731
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert SDPA(one_wrong, points=1, cases=many, device=CPU) == 0.99  # never full points for a failing check
+    with pytest.raises(CheckFailed, match="0 / 2"):
+        SDPA(lambda *a, **k: [1, 2], points=2, cases=cases, device=CPU)
+    with pytest.raises(CheckFailed, match="expected a function"):
+        SDPA(None, points=2, cases=cases, device=CPU)
+
+
+def test_check_failed_renders_without_frames():
+    lines = CheckFailed("first line\nsecond line")._render_traceback_()
+    assert len(lines) == 2 and lines[0].endswith("first line") and "File" not in "".join(lines)
+
+
+# --------------------------------------------------------------------------
+# forbidden calls, student exceptions, printing
+
+
+@pytest.mark.parametrize("how", ["F", "alias", "torch._C._nn", "aten packet", "aten overload", "swallowed"])
+def test_forbidden_api_is_caught_however_it_is_called(how):
+    from torch.nn.functional import scaled_dot_product_attention as alias
+
+    reference = _reference_sdpa()
+    call = {
+        "F": F.scaled_dot_product_attention,
+        "alias": alias,
+        "torch._C._nn": torch._C._nn.scaled_dot_product_attention,
+        "aten packet": torch.ops.aten.scaled_dot_product_attention,
+        "aten overload": torch.ops.aten.scaled_dot_product_attention.default,
+        "swallowed": F.scaled_dot_product_attention,
+    }[how]
+
+    def cheat(query, key, value, attn_mask=None, is_causal=False, scale=None):
+        output, weights = reference(query, key, value, attn_mask, is_causal, scale)
+        try:
+            fast = call(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+            if how == "swallowed":
+                raise RuntimeError("hide it")
+            return fast, weights
+        except RuntimeError:
+            return output, weights
+
+    with pytest.raises(CheckFailed, match="calls F.scaled_dot_product_attention.*earns no points"):
+        SDPA(cheat, points=2, cases=SMALL, device=CPU)
+
+
+def test_forbidden_detector_ignores_other_calls():
+    with ForbiddenCalls(FORBIDDEN_SDPA) as guard:
+        x = torch.randn(2, 3)
+        (x @ x.T).softmax(-1)
+        F.softmax(x, -1)
+    assert guard.seen == []
+
+
+def test_student_exceptions_score_zero_for_their_case():
+    reference = _reference_sdpa()
+
+    def fails_with_masks(query, key, value, attn_mask=None, is_causal=False, scale=None):
+        if attn_mask is not None:
+            raise ValueError("masks are hard")
+        return reference(query, key, value, attn_mask, is_causal, scale)
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        score = SDPA(fails_with_masks, points=3, cases=SMALL, device=CPU)
+    assert score == 2.0
+    assert "raised ValueError: masks are hard" in out.getvalue()
+    assert 'raise ValueError("masks are hard")' in out.getvalue()  # the student's line
+
+
+def test_printing_warning_and_fd_writes_still_pass(capfd):
+    reference = _reference_sdpa()
+
+    def noisy(*args, **kwargs):
+        print("to stdout")
+        print("to stderr", file=sys.stderr)
+        warnings.warn("a warning")
+        logging.getLogger("noisy").error("a log record")
+        os.write(2, b"straight to fd 2\n")
+        return reference(*args, **kwargs)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert SDPA(noisy, points=1, cases=SMALL, device=CPU) is None
+    out, err = capfd.readouterr()
+    assert err == "" and not caught
+    assert out.startswith("✓") and "to stdout" not in out
+
+
+def test_quiet_restores_streams():
+    level = lambda: logging.root.manager.disable  # noqa: E731
+    before = (sys.stdout, sys.stderr, level())
+    with quiet():
+        print("swallowed")
+    assert (sys.stdout, sys.stderr, level()) == before
+
+
+def test_inputs_changed_in_place_are_reported_and_do_not_confuse_the_diagnosis():
+    def divides_query_in_place(query, key, value, attn_mask=None, is_causal=False, scale=None):
+        query /= query.size(-1)  # 1/d_k instead of 1/sqrt(d_k), and the caller's tensor changes
+        weights = (query @ key.transpose(-2, -1)).softmax(-1)
+        return weights @ value, weights
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        SDPA(divides_query_in_place, points=1, cases=[dict(dtype="float64")], device=CPU)
+    assert "divided by d_k" in out.getvalue() and "changed query in place" in out.getvalue()
+
+    reference = _reference_sdpa()
+
+    def right_but_zeroes_value(query, key, value, **kwargs):
+        result = reference(query, key, value, **kwargs)
+        value.zero_()
+        return result
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        score = SDPA(right_but_zeroes_value, points=1, cases=[dict()], device=CPU)
+    assert score == 0.25 and "changes its input in place" in out.getvalue()
+
+
+# --------------------------------------------------------------------------
+# tolerances, dtype, device
+
+
+def test_float32_tolerance_holds_for_tf32_matmuls():
+    """Every sdpa test cell of the notebook passes with TF32-rounded matmuls."""
+    from notebook_harness import run_test_cell
+
+    namespace = NB.student({"scaled_dot_product_attention": ""})
+    namespace["scaled_dot_product_attention"] = _sdpa_tf32
+    for gid, cell in NB.tests.items():
+        if "check_scaled_dot_product_attention" in cell.source:
+            points, message = run_test_cell(cell, namespace)
+            assert points == NB.points(gid), message
+
+
+def test_values_tolerances():
+    expected = torch.linspace(-2, 2, 50, dtype=torch.float64)
+    assert compare((expected + 1e-4).float(), expected, torch.float32, "cpu").values_ok
+    assert not compare((expected + 5e-2).float(), expected, torch.float32, "cpu").values_ok
+    assert compare(expected + 1e-13, expected, torch.float64, "cpu").values_ok
+    nan = expected.clone()
+    nan[3] = math.nan
+    verdict = compare(nan, expected, torch.float64, "cpu")
+    assert not verdict.values_ok and "1 NaN/inf" in verdict.line and "max abs error 0" not in verdict.line
+    assert TOLERANCES[torch.float64]["rtol"] < 1e-6 < TOLERANCES[torch.float32]["rtol"]
+
+    def in_float32(query, key, value, **kwargs):
+        output, weights = _sdpa_tf32(query.float(), key.float(), value.float(), **kwargs)
+        return output.double(), weights.double()
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        SDPA(in_float32, points=1, cases=[dict(dtype="float64")], device=CPU)
+    assert "float32 precision only" in out.getvalue()
+
+
+def test_dtype_and_device_are_checked():
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    half = compare(torch.zeros(2, 3, dtype=torch.float16), expected, torch.float32, "cpu")
+    assert not half.structure_ok and half.values_ok and "dtype float16, expected float32" in half.line
+    shape = compare(torch.zeros(3, 2), expected, torch.float32, "cpu")
+    assert not shape.structure_ok and not shape.values_ok and "expected (2, 3)" in shape.line
+    elsewhere = compare(torch.zeros(2, 3, device="meta"), expected, torch.float32, "cpu")
+    assert not elsewhere.structure_ok and "expected cpu (the input's device)" in elsewhere.line
+    assert not compare([[0.0] * 3] * 2, expected, torch.float32, "cpu").structure_ok
+    masks = compare(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool), torch.float32, "cpu")
+    assert "dtype float32, expected bool" in masks.line and "input" not in masks.line
+
+
+# --------------------------------------------------------------------------
+# inputs
+
+
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a, b = SDPA.build(dict(mask="float")), SDPA.build(dict(mask="float"))
+    c = SDPA.build(dict(mask="float", seed=1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(a.args["query"], b.args["query"]) and torch.equal(a.kwargs["attn_mask"], b.kwargs["attn_mask"])
+    assert not torch.equal(a.args["query"], c.args["query"])
+    # with the same seed, float32 and float64 cases see the same numbers
+    x32, x64 = (SDPA.build(dict(seed=7, dtype=d)).args["query"] for d in ("float32", "float64"))
+    assert torch.equal(x64.float(), x32)
+
+
+def test_generated_masks_never_mask_a_whole_row():
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(5, 2), (3, 4, 7), (2, 2, 1, 3)]:
+        keep = keep_mask(shape, gen)
+        assert keep.any(-1).all() and (~keep).any(-1).all()
+
+
+def test_unknown_case_keys_are_an_instructor_error():
+    with pytest.raises(ValueError, match="unknown case keys"):
+        check_project_qkv(lambda *a: a, points=1, cases=[dict(d_modle=4)], device=CPU)
+    with pytest.raises(ValueError, match="not both"):
+        SDPA(lambda *a: a, points=1, cases=[dict(mask="bool", is_causal=True)])
+
+
+# --------------------------------------------------------------------------
+# the grader's side
+
+
+def test_the_grader_judges_on_the_cpu_and_names_the_students_device():
+    """A record from a kernel that ran on a GPU is judged on the CPU (same numbers on every
+    grading machine), and the report names the device the student's code ran on."""
+    reference = _reference_sdpa()
+    halves = lambda q, k, v, **kw: (lambda o, w: (o / 2, w))(*reference(q, k, v, **kw))  # noqa: E731
+    record = _recorded(SDPA, halves, [dict(scale=0.5)])
+    for outcome in record["outcomes"]:
+        outcome["device"] = "cuda:0"  # as a GPU kernel records it
+        for tensor in outcome["value"]["sequence"]:
+            tensor["tensor"]["device"] = "cuda:0"
+    report = judge_records(SDPA, record, [dict(scale=0.5)], points=1)
+    assert "float32 on cuda" in report.text and "on cpu" not in report.text, report.text
+    assert report.score == 0.62
+
+
+def test_a_record_judges_like_the_students_own_notebook():
+    reference = _reference_sdpa()
+    for fn in (reference, lambda q, k, v, **kw: reference(q * 2, k, v, **kw)):
+        probed = probe_all(SDPA, fn, SMALL, CPU)
+        here = judge(SDPA, SMALL, probed.outcomes, points=2, devices=["cpu"] * len(SMALL))
+        there = judge_records(SDPA, _recorded(SDPA, fn, SMALL), SMALL, points=2)
+        assert (here.score, here.text) == (there.score, there.text)
+
+
+def test_a_record_that_does_not_fit_its_cases_scores_zero():
+    record = _recorded(SDPA, _reference_sdpa(), SMALL)
+    assert judge_records(SDPA, record, SMALL, points=2).score == 2
+    assert judge_records(SDPA, dict(record, outcomes=record["outcomes"][:2]), SMALL, points=2).score == 0
+    assert judge_records(SDPA, None, SMALL, points=2).score == 0
+    garbled = dict(record, outcomes=[{"value": {"tensor": "?"}, "device": "cpu"}] * 3)
+    assert judge_records(SDPA, garbled, SMALL, points=2).score == 0
+
+
+def test_the_kernels_forbidden_calls_only_add_to_the_graders():
+    record = _recorded(SDPA, _reference_sdpa(), SMALL)
+    assert judge_records(SDPA, dict(record, forbidden=["F.scaled_dot_product_attention"]), SMALL, points=2).score == 0
+    assert judge_records(SDPA, dict(record, forbidden=["not a name of this check"]), SMALL, points=2).score == 2
+    assert judge_records(SDPA, record, SMALL, points=2, found=["F.scaled_dot_product_attention"]).score == 0
+
+
+def test_records_are_taken_in_order_and_any_other_record_is_forged():
+    one, two = dict(check="a"), dict(check="b")
+    replay = Replay([one, two], lambda *_: [])
+    assert replay.take("a") is one and replay.take("b") is two and replay.genuine
+    forged_first = Replay([two, one], lambda *_: [])
+    assert forged_first.take("a") is None and not forged_first.genuine
+    extra = Replay([one, one], lambda *_: [])
+    assert extra.take("a") is one and not extra.genuine
+    missing = Replay([], lambda *_: [])
+    assert missing.take("a") is None and missing.genuine
+
+
+def test_outcome_of_an_error_keeps_what_was_changed():
+    probed = probe_all(SDPA, lambda q, k, v, **kw: (q.zero_(), 1 / 0), [dict()], CPU)
+    assert probed.outcomes[0].error and probed.outcomes[0].modified == ("query",)
+    assert isinstance(probed.outcomes[0], Outcome)

@@ -1,0 +1,193 @@
+"""Every assignment's notebook against its declared checks, one parametrised module for all:
+the layout of the source notebook, full marks for the reference solution, zero for the
+release stubs, the corpus of simulated students (in-process), and the promises of every
+declared check (answers for it, deterministic inputs, no answer in a recording kernel).
+Adding an assignment adds its cases here without a line of test code."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attention_checks import registry
+from attention_checks.answers.judging import answer_for, judged
+from autograder.course import find_assignments
+from classroom import REPO
+from notebook_harness import SourceNotebook, _nbgrader, load_corpus
+
+ASSIGNMENTS = find_assignments(REPO / "solutions")
+CHECKS = list(registry.load_all().values())
+_NOTEBOOKS: dict[str, SourceNotebook] = {}
+
+
+def notebook(assignment: str) -> SourceNotebook:
+    if assignment not in _NOTEBOOKS:
+        _NOTEBOOKS[assignment] = SourceNotebook(assignment)
+    return _NOTEBOOKS[assignment]
+
+
+def called_check(cell_source: str) -> tuple[str, str]:
+    """(check function, student object) of a test cell's last expression."""
+    call = ast.parse(cell_source).body[-1].value
+    return call.func.id, call.args[0].id
+
+
+def declared(assignment: str) -> bool:
+    """Whether every check the notebook calls is declared in the registry."""
+    nb = notebook(assignment)
+    return all(called_check(c.source)[0] in registry.REGISTRY for c in nb.tests.values())
+
+
+# --------------------------------------------------------------------------
+# the source notebooks
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_notebook_layout(assignment):
+    nb = notebook(assignment)
+    assert nb.nb.metadata.kernelspec.name == "python3"
+    assert len(nb.cells) == len(nb.nb.cells), "grade_ids must be unique"
+    assert "setup" in nb.cells and nb.solutions and nb.tests
+    for gid, source in nb.solutions.items():
+        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
+    hidden = nb.hidden()
+    assert hidden and len(hidden) < len(nb.tests)
+    for gid, cell in nb.tests.items():
+        meta = _nbgrader(cell)
+        assert meta["locked"] and not meta["solution"] and meta["schema_version"] == 3, gid
+        # one check call, the cell's last expression, with the cell's points
+        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
+        assert not cell.source.rstrip().endswith(";"), gid
+        function, student = called_check(cell.source)
+        assert function.startswith("check_") and student in nb.student(), gid
+        if gid in hidden:  # the whole check lives in the hidden region
+            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_reference_solution_gets_full_marks(assignment):
+    nb = notebook(assignment)
+    for gid, (points, message) in nb.grade_all().items():
+        assert points == nb.points(gid), (gid, message)
+        assert message.startswith("✓"), message
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_stub_gets_zero_in_every_test_cell(assignment):
+    nb = notebook(assignment)
+    for gid, (points, message) in nb.grade_all(nb.stubs()).items():
+        assert points == 0, gid
+        assert "not implemented" in message.lower(), message
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_corpus_is_big_enough(assignment):
+    """At least 2 correct-but-unusual students and 4 realistic buggy ones for every graded name."""
+    entries = load_corpus(assignment, cli=True)
+    for name in notebook(assignment).solutions:
+        touching = [e for e in entries if name in e.cells]
+        assert sum(e.expect == "full" for e in touching) >= 2, name
+        assert sum(e.expect == "partial" for e in touching) >= 4, name
+
+
+CORPUS = [(a, e) for a in ASSIGNMENTS for e in load_corpus(a)]
+
+
+@pytest.mark.parametrize("assignment, entry", CORPUS, ids=[f"{a}/{e.name}" for a, e in CORPUS])
+def test_corpus_student_in_process(assignment, entry):
+    """Each simulated student scores as its file declares, judged in-process (the real CLI
+    grades the same students in tests/test_grading.py)."""
+    if entry.added:
+        pytest.skip("adds cells: only the real grader runs those (tests/test_grading.py)")
+    assert notebook(assignment).corpus_problem(entry) is None
+
+
+# --------------------------------------------------------------------------
+# the declared checks
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)
+def test_every_declared_check_has_answers_for_its_outputs(check):
+    assert check.function_name == f"check_{registry.snake_case(check.name)}"
+    assert check.assignment in ASSIGNMENTS
+    case = judged(check, {})
+    assert set(case.expected) == set(check.outputs)
+    assert callable(answer_for(check).mistakes)
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)
+def test_inputs_are_deterministic_and_leave_the_global_rng_alone(check):
+    state = torch.random.get_rng_state()
+    first, second = check.build({}), check.build({})
+    assert torch.equal(torch.random.get_rng_state(), state)
+    for name, value in first.named.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, second.named[name]), name
+        else:
+            assert value == second.named[name], name
+
+
+# A grading kernel stand-in: the checks in RECORD mode, the answers unimportable, and each
+# student object a spy that collects every tensor it can reach (the garbage collector's
+# objects and every frame of the stack) the first time the check calls it.
+SPY = r'''
+import gc, json, os, sys
+sys.modules["attention_checks.answers"] = None  # as in the sandbox: an empty folder
+import torch
+from attention_checks import registry
+found = []
+
+class Spy:
+    def __call__(self, *args, **kwargs):
+        seen = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+        frame = sys._getframe()
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                items = value.values() if isinstance(value, dict) else getattr(value, "__dict__", {}).values()
+                seen += [v for v in [value, *items] if isinstance(v, torch.Tensor)]
+            frame = frame.f_back
+        copies = set(map(id, found))  # the spy's own copies are tensors too: not again
+        found.extend(t.detach().to("cpu", torch.float64) for t in {id(t): t for t in seen}.values()
+                     if id(t) not in copies and t.is_floating_point() and t.numel() > 1)
+        raise RuntimeError("spy")
+
+registry.load_all()
+calls = json.loads(sys.argv[1])
+for function, cases in calls:
+    registry.REGISTRY[function].run(Spy(), points=1, cases=cases, mode=registry.Mode.RECORD)
+assert not any(name.startswith("attention_checks.answers.") for name in sys.modules)
+torch.save(found, sys.argv[2])
+'''
+
+
+@pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if declared(a)])
+def test_a_recording_kernel_never_holds_an_answer(assignment, tmp_path):
+    """Issue 12, finding 1: while a grading kernel runs the checks, no expected output exists
+    in it, and the answers are never imported."""
+    nb = notebook(assignment)
+    calls = [(called_check(c.source)[0], nb.cases(gid)) for gid, c in nb.tests.items()]
+    out = tmp_path / "found.pt"
+    env = dict(os.environ, ATTENTION_CHECKS_RECORD="1", PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", SPY, json.dumps(calls), str(out)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = torch.load(out)
+    assert found, "the spy saw no tensor at all: it did not run"
+    for function, cases in calls:
+        check = registry.REGISTRY[function]
+        for case in cases:
+            c = judged(check, case)
+            inputs = [v for v in c.x.named.values() if isinstance(v, torch.Tensor)]
+            for name, expected in c.expected.items():
+                if not isinstance(expected, torch.Tensor) or expected.numel() <= 1 or not expected.is_floating_point():
+                    continue
+                if any(i.shape == expected.shape and torch.allclose(i.double(), expected) for i in inputs):
+                    continue  # the answer is one of the inputs: nothing to steal
+                leaked = [t for t in found if t.shape == expected.shape and torch.allclose(t, expected, atol=1e-4)]
+                assert not leaked, f"{function} {case}: the kernel held the expected {name}"
