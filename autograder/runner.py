@@ -34,6 +34,9 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
         def result(status, reason):
             return NotebookResult(student_id, assignment, sub.notebook, status, 0.0,
                                   course.max_score(assignment, sub.notebook), reason=reason)
+        if sub.refused:
+            results[sub.notebook] = result("invalid", sub.refused)
+            continue
         if sub.path is None:
             results[sub.notebook] = result("missing", sub.note)
             continue

@@ -4,10 +4,17 @@ The root is a folder or a ``.zip`` of one (nbgrader's ``submitted/`` layout; a
 wrapping folder such as ``submitted/`` or the zip's own top folder is skipped).
 Nothing under the root is ever modified: notebooks are only read, and a zip is
 unpacked into a temporary folder.
+
+Only the students' own files are read. A symbolic link (a student folder, an
+assignment folder or a notebook; ``unzip`` of a student's archive makes them) could
+point at the instructor's source notebook or at a classmate's: it is never followed,
+and its notebook is ``invalid`` with a reason.
 """
 from __future__ import annotations
 
 import json
+import os
+import stat
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ class Submission:
     notebook: str
     path: Path | None
     note: str = ""  # why this file, or why none was found
+    refused: str = ""  # why the file at ``path`` must not be read (a symbolic link): status invalid
 
 
 def _subdirs(folder: Path) -> list[Path]:
@@ -51,24 +59,41 @@ def unpack_zip(zip_path: Path, dest: Path) -> Path:
                 raise SubmissionsError(f"{zip_path} holds {len(members)} files (limit {MAX_ZIP_FILES})")
             if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
                 raise SubmissionsError(f"{zip_path} unpacks to more than {MAX_ZIP_BYTES} bytes")
+            links = []
             for member in members:
                 name = PurePosixPath(member.filename)
                 if name.is_absolute() or ".." in name.parts:
                     raise SubmissionsError(f"{zip_path} holds an unsafe path: {member.filename!r}")
-                archive.extract(member, dest)
+                if stat.S_ISLNK(member.external_attr >> 16):
+                    links.append(member)  # made last, so that no file is written through one
+                else:
+                    archive.extract(member, dest)
+            for member in links:
+                _make_link(dest, member.filename, archive.read(member).decode("utf-8", "replace"))
     except (zipfile.BadZipFile, OSError) as err:
         raise SubmissionsError(f"cannot read {zip_path}: {err}") from err
     return dest
 
 
+def _make_link(dest: Path, name: str, target: str) -> None:
+    """A zip's symbolic link, as ``unzip`` makes it: discover() then refuses it with a reason
+    (a missing file would only say 'not found'). Its target is never read; a link inside a
+    linked folder is not made, since making it would write wherever that folder points."""
+    path = dest / name.rstrip("/")
+    if path.parent.resolve() == dest.resolve() / path.parent.relative_to(dest) and not os.path.lexists(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, path)
+
+
 def find_root(folder: Path, assignments: list[str]) -> Path:
-    """The folder whose subfolders are students, skipping wrappers like ``submitted/``."""
+    """The folder whose subfolders are students, skipping wrappers like ``submitted/``
+    (never a linked one: what it points at is not the submissions)."""
     def holds_students(d: Path) -> bool:
-        return any((student / a).is_dir() for student in _subdirs(d) for a in assignments)
+        return any((student / a).is_dir() for student in _subdirs(d) if not student.is_symlink() for a in assignments)
 
     while not holds_students(folder):
         children = _subdirs(folder)
-        if len(children) != 1:
+        if len(children) != 1 or children[0].is_symlink():
             break
         folder = children[0]
     return folder
@@ -81,17 +106,37 @@ def discover(root: Path, assignments: list[str], notebooks: dict[str, list[str]]
     student who did not submit it gets a row (status ``missing``).
     """
     students = _subdirs(root)
-    present = sorted({d.name for s in students for d in _subdirs(s)} & set(assignments))
+    present = sorted({d.name for s in students if not s.is_symlink() for d in _subdirs(s)} & set(assignments))
     twins = _same_ids(students)
     found = []
     for student in students:
         for assignment in present:
             for notebook in notebooks[assignment]:
-                path, note = _locate(student / assignment, notebook, len(notebooks[assignment]))
+                refused = _link_on_the_way(root, student / assignment)
+                path, note = (None, "") if refused else _locate(student / assignment, notebook,
+                                                                 len(notebooks[assignment]))
+                refused = refused or (_link_on_the_way(root, path) if path else "")
                 if student.name in twins:
                     note = "; ".join(filter(None, [note, twins[student.name]]))
-                found.append(Submission(student.name, assignment, notebook, path, note))
+                found.append(Submission(student.name, assignment, notebook, path, note, refused))
     return found
+
+
+def _link_on_the_way(root: Path, path: Path) -> str:
+    """Why ``path`` (under ``root``) is not the student's own: a symbolic link on the way
+    to it, from ``root`` down ('' if there is none). Only the link is read, never its target."""
+    here = root
+    for name in path.relative_to(root).parts:
+        here = here / name
+        if here.is_symlink():
+            try:
+                inside = here.resolve().is_relative_to(root.resolve())
+            except (OSError, RuntimeError):  # a loop of links
+                inside = False
+            where = "another file in the submissions (a classmate's?)" if inside else "a file outside the submissions"
+            return (f"{here.relative_to(root)} is a symbolic link to {where}; only a student's own files are "
+                    "graded, so submit the notebook itself")
+    return ""
 
 
 def _same_ids(students: list[Path]) -> dict[str, str]:
@@ -106,11 +151,11 @@ def _same_ids(students: list[Path]) -> dict[str, str]:
 
 def _locate(folder: Path, notebook: str, notebooks_expected: int) -> tuple[Path | None, str]:
     expected = folder / f"{notebook}.ipynb"
-    if expected.is_file():
+    if expected.is_file() or expected.is_symlink():
         return expected, ""
     if not folder.is_dir():
         return None, f"no folder {folder.name}/ was submitted"
-    others = sorted(p for p in folder.glob("*.ipynb") if p.is_file())
+    others = sorted(p for p in folder.glob("*.ipynb") if p.is_file() or p.is_symlink())
     if len(others) == 1 and notebooks_expected == 1:
         # A renamed copy ("qkv-Copy1.ipynb") is still this student's work.
         return others[0], f"graded {others[0].name} in place of {expected.name}"
@@ -120,11 +165,15 @@ def _locate(folder: Path, notebook: str, notebooks_expected: int) -> tuple[Path 
 
 def load_notebook(path: Path) -> nbformat.NotebookNode:
     """Read and validate a notebook as nbformat 4; raises ValueError with a readable reason."""
-    size = path.stat().st_size
-    if size > MAX_NOTEBOOK_BYTES:
-        raise ValueError(f"the notebook is {size / 1024**2:.0f} MB, over the {MAX_NOTEBOOK_BYTES // 1024**2} MB limit")
+    # O_NOFOLLOW: a link put there after discover() looked is refused, not followed.
+    with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            raise ValueError(f"the notebook is {size / 1024**2:.0f} MB, over the "
+                             f"{MAX_NOTEBOOK_BYTES // 1024**2} MB limit")
+        data = file.read()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
         raw = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"not a notebook: the file is not valid JSON ({err})") from err

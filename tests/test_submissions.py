@@ -120,3 +120,64 @@ def test_grades_csv_sums_notebooks_and_keeps_the_worst_status():
     assert lines[0] == "student_id,assignment,score,max_score,status,reason"
     assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow"
     assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found"
+
+
+def _link(path, target):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+    return path
+
+
+def test_symbolic_links_are_refused_and_never_followed(tmp_path):
+    """Links to the instructor's notebook, a classmate's, a whole folder: each is refused with a
+    reason, whatever it points at (even nothing), and the row is still there."""
+    root, outside = tmp_path / "class", _touch(tmp_path / "solutions" / "qkv.ipynb")
+    ben = _touch(root / "ben" / "03-qkv" / "qkv.ipynb")
+    _link(root / "ann" / "03-qkv" / "qkv.ipynb", outside)
+    _link(root / "cy" / "03-qkv" / "qkv.ipynb", ben)
+    _link(root / "dee" / "03-qkv", tmp_path / "solutions")
+    _link(root / "eve", root / "ben")
+    _link(root / "fay" / "03-qkv" / "qkv-Copy1.ipynb", tmp_path / "nowhere.ipynb")
+    found = {s.student_id: s for s in discover(root, ["03-qkv"], NOTEBOOKS)}
+    assert set(found) == {"ann", "ben", "cy", "dee", "eve", "fay"}
+    assert found["ben"].refused == ""
+    reasons = {name: found[name].refused for name in ("ann", "cy", "dee", "eve", "fay")}
+    assert "ann/03-qkv/qkv.ipynb is a symbolic link to a file outside" in reasons["ann"]
+    assert "cy/03-qkv/qkv.ipynb is a symbolic link to another file in the submissions" in reasons["cy"]
+    assert reasons["dee"].startswith("dee/03-qkv is a symbolic link to a file outside")
+    assert reasons["eve"].startswith("eve is a symbolic link to another file")
+    assert reasons["fay"].startswith("fay/03-qkv/qkv-Copy1.ipynb is a symbolic link")
+
+
+def test_find_root_does_not_enter_a_linked_wrapper(tmp_path):
+    _touch(tmp_path / "elsewhere" / "ann" / "03-qkv" / "qkv.ipynb")
+    _link(tmp_path / "class" / "submitted", tmp_path / "elsewhere")
+    assert find_root(tmp_path / "class", list(NOTEBOOKS)) == tmp_path / "class"
+
+
+def test_load_notebook_does_not_follow_a_link(tmp_path):
+    target = tmp_path / "ok.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), target)
+    with pytest.raises(OSError):
+        load_notebook(_link(tmp_path / "link.ipynb", target))
+
+
+def test_unpack_zip_makes_links_as_unzip_does_but_never_through_one(tmp_path):
+    """A zip's links become links (then refused by discover), made after every file, and never
+    inside a linked folder, which would write outside the unpacked folder."""
+    def link(name, target):
+        info = zipfile.ZipInfo(name)
+        info.external_attr = (0o120777 << 16)  # S_IFLNK | 0777, as zip -y stores it
+        return info, target
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(*link("ann/03-qkv/qkv.ipynb", "/etc/passwd"))
+        z.writestr(*link("ben", str(tmp_path / "elsewhere")))
+        z.writestr(*link("ben/03-qkv/qkv.ipynb", "/etc/passwd"))
+        z.writestr("cy/03-qkv/qkv.ipynb", "{}")
+    (tmp_path / "elsewhere").mkdir()
+    out = unpack_zip(archive, tmp_path / "out")
+    assert (out / "ann" / "03-qkv" / "qkv.ipynb").is_symlink() and (out / "ben").is_symlink()
+    assert list((tmp_path / "elsewhere").iterdir()) == []  # nothing written through the link
+    found = {s.student_id: s.refused for s in discover(out, ["03-qkv"], NOTEBOOKS)}
+    assert "outside" in found["ann"] and "outside" in found["ben"] and found["cy"] == ""
