@@ -490,11 +490,12 @@ def glue(name: str, value, display: bool = False):
     """Hand a computed value to the page's text (myst-nb's ``{glue:text}`` role), so prose cannot drift.
 
     Outside the book build (a notebook on Colab, without myst-nb) there is no page
-    to paste into: the value is returned and nothing else happens.
+    to paste into: the value is printed, ``name: value``, and returned.
     """
     try:
         from myst_nb import glue as myst_glue
     except ImportError:
+        print(f"{name}: {value:.4g}" if isinstance(value, float) else f"{name}: {value}")
         return value
     myst_glue(name, value, display=display)
     return value

@@ -5,8 +5,9 @@
 
 Colab opens notebooks from GitHub, not MyST Markdown, so every chapter is also
 committed as an .ipynb generated from its .md (tests/test_site.py checks that they
-agree). The notebook is the chapter's cells as myst-nb reads them, without outputs,
-plus one setup cell after the title: the chapters import their figure helpers from
+agree). The notebook is the chapter's cells as myst-nb reads them, without outputs
+(folded answers become HTML <details>, which notebooks fold; cross-references and
+glued numbers become plain text), plus one setup cell after the title: the chapters import their figure helpers from
 book/plots.py (and possibly other book/*.py modules), which a clone has beside the
 notebook and which Colab downloads from the repository named in _config.yml (the same repository and branch as the exercise
 notebooks' install line). Everything else they import is in Colab's standard image
@@ -19,6 +20,7 @@ build, so each chapter is built once, from its .md.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -41,19 +43,26 @@ for name in {files!r}:
         urllib.request.urlretrieve("{base}" + name, name)'''
 
 
-def local_modules(nb: nbformat.NotebookNode) -> list[str]:
-    """The book/*.py modules that the notebook's code imports (e.g. plots.py)."""
-    names = {path.stem for path in BOOK.glob("*.py")}
+def _imported(code: str, names: set[str]) -> set[str]:
     found = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        for line in cell.source.splitlines():
-            words = line.split()
-            if len(words) >= 2 and words[0] in {"import", "from"}:
-                module = words[1].split(".")[0].rstrip(",")
-                if module in names:
-                    found.add(module)
+    for line in code.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in {"import", "from"}:
+            module = words[1].split(".")[0].rstrip(",")
+            if module in names:
+                found.add(module)
+    return found
+
+
+def local_modules(nb: nbformat.NotebookNode) -> list[str]:
+    """The book/*.py modules that the notebook's code imports (e.g. plots.py), and those they import."""
+    names = {path.stem for path in BOOK.glob("*.py")}
+    todo = set().union(*(_imported(c.source, names) for c in nb.cells if c.cell_type == "code"))
+    found: set[str] = set()
+    while todo:
+        module = todo.pop()
+        found.add(module)
+        todo |= _imported((BOOK / f"{module}.py").read_text(), names) - found
     return sorted(f"{name}.py" for name in found)
 
 
@@ -79,6 +88,42 @@ def raw_base() -> str:
     return f"https://raw.githubusercontent.com/{repo}/{config['repository'].get('branch', 'main')}/book/"
 
 
+# A folded answer, ```{admonition} Answer / :class: dropdown ... ```, as HTML that Colab and
+# Jupyter fold too (they do not know MyST directives).
+DROPDOWN = re.compile(r"```\{admonition\} (?P<title>[^\n]*)\n:class: dropdown\n(?P<body>.*?)\n```", re.S)
+
+
+# MyST roles that notebooks show as raw text, and what the notebook says instead.
+ROLES = [
+    # {glue:text}`name:.2f`: a number computed by a cell; plots.glue prints it there outside the book.
+    (re.compile(r"\{glue:text\}`([^`:]+)(?::[^`]*)?`"), r"`\1`"),
+    (re.compile(r"\{(?:ref|doc)\}`([^`<]*?)\s*<[^`>]*>`"), r"\1"),  # {ref}`text <label>`
+    (re.compile(r"\{doc\}`/?(?:[^`/]*/)*(\d\d)-[^`/]*`"), r"chapter \1"),  # {doc}`01-self-attention`
+    (re.compile(r"\{doc\}`/?(?:[^`/]*/)*([^`/]+)`"), r"\1"),
+    (re.compile(r"\{numref\}`[^`]*`"), "the figure"),
+    (re.compile(r"^\([\w-]+\)=\n", re.M), ""),  # (label)= targets
+]
+
+
+# Any other admonition (```{note}, ```{admonition} Title, :::{warning}, ...): a quoted block.
+ADMONITION = re.compile(r"^(?P<fence>```|:::)\{(?P<kind>admonition|note|warning|tip|hint|important)\} ?(?P<title>[^\n]*)\n"
+                        r"(?::class: [^\n]*\n)?(?P<body>.*?)\n(?P=fence)$", re.S | re.M)
+
+
+def _quote(match: re.Match) -> str:
+    title = match["title"] or match["kind"].capitalize()
+    return "\n".join([f"> **{title}**", ">"] + [f"> {line}".rstrip() for line in match["body"].splitlines()])
+
+
+def markdown(text: str) -> str:
+    """A chapter's Markdown cell as Jupyter and Colab can show it."""
+    text = DROPDOWN.sub(r"<details><summary>\g<title></summary>\n\n\g<body>\n\n</details>", text)
+    text = ADMONITION.sub(_quote, text)
+    for pattern, replacement in ROLES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def notebook(source: Path) -> nbformat.NotebookNode:
     """The chapter at `source` as a notebook: its cells, no outputs, a setup cell after the title."""
     nb = read_myst_markdown_notebook(source.read_text(), path=source)
@@ -92,6 +137,8 @@ def notebook(source: Path) -> nbformat.NotebookNode:
         cell.id = f"{source.stem[:2]}-{i:03d}"  # stable ids: regenerating gives the same file
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+        else:
+            cell.source = markdown(cell.source)
     nbformat.validate(nb)
     return nb
 
