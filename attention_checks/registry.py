@@ -79,8 +79,10 @@ class Inputs:
 
     @property
     def like(self) -> torch.Tensor | None:
-        """The input whose dtype and device the outputs must have: the first floating tensor."""
-        return next((v for v in self.named.values() if isinstance(v, torch.Tensor) and v.is_floating_point()), None)
+        """The input whose dtype and device the outputs must have: the first floating tensor, else the
+        first tensor (token ids, boolean masks: the outputs follow their device)."""
+        tensors = [v for v in self.named.values() if isinstance(v, torch.Tensor)]
+        return next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
 
 
 def call_function(fn: Callable, inputs: Inputs, spec: Spec) -> Any:
@@ -168,7 +170,7 @@ def declare(check: Check) -> Check:
 
 
 # The package's own machinery; every other module of the package declares an assignment's checks.
-MACHINERY = {"core", "record", "registry", "probe", "inputs", "answers"}
+MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers"}
 
 
 def check_modules() -> list[str]:

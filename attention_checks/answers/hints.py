@@ -9,9 +9,11 @@ A check's own ``Answer.crash`` comes first; these are the fallback that names th
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
+
+from ..record import device_name
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -44,7 +46,11 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
         if absent:
             hints.append(f"{_listing(absent)} may be None (here it is): ask `if {absent[0]} is not None:` "
                          "before using it.")
-        elif not line:  # no line to read the name from (a notebook's cell source is not always at hand)
+        elif not line and any(v is None for v in named.values()):  # no line to read the name from
+            absent = [n for n, v in named.items() if v is None]
+            hints.append(f"{_listing(absent)} may be None (here it is): ask `if {absent[0]} is not None:` "
+                         "before using it.")
+        elif not line:  # (a notebook's cell source is not always at hand)
             hints.append(f"An argument that defaults to None may be None, as in this case (it passes "
                          f"{', '.join(n for n, v in named.items() if v is not None)}): ask `if ... is not None:` "
                          "before using it.")
@@ -129,20 +135,56 @@ def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]
     return []
 
 
-def structure_hints(name: str, got: Any, want_dtype: torch.dtype, device: str, got_device: str) -> list[str]:
-    """Hints for an output of the right values but the wrong dtype or device."""
+def structure_hints(got: Mapping[str, Any], want: Mapping[str, torch.dtype], device: str) -> list[str]:
+    """Hints for outputs (name -> tensor of the right shape) of the wrong dtype (`want`) or device."""
     hints = []
-    if isinstance(got, torch.Tensor) and got.dtype != want_dtype:
-        if want_dtype == torch.bool:
-            hints.append(f"Return {name} as a boolean tensor (torch.bool): comparisons such as `==` or `>` and "
-                         "torch.ones(..., dtype=torch.bool) give one; .int(), .long() or .float() turn it into "
-                         "numbers.")
-        else:
-            hints.append(f"{name} must have the inputs' dtype ({str(want_dtype).removeprefix('torch.')}): a tensor "
-                         "you create inside (torch.tensor, torch.zeros, torch.arange, a mask turned into numbers) "
-                         "or a .float()/.double() changes it; create tensors with dtype=x.dtype, or cast the "
-                         "result back with .to(x.dtype).")
-    if isinstance(got, torch.Tensor) and got_device != device:
-        hints.append(f"{name} is on {got_device}, the inputs on {device}: create new tensors on the input's device "
-                     "(device=x.device, or torch.zeros_like(x)).")
+    dtypes = [n for n, t in got.items() if t.dtype != want[n]]
+    bools = [n for n in dtypes if want[n] == torch.bool]
+    floats = [n for n in dtypes if want[n] != torch.bool]
+    if bools:
+        hints.append(f"Return {' and '.join(bools)} as a boolean tensor (torch.bool): comparisons such as `==` or "
+                     "`>` and torch.ones(..., dtype=torch.bool) give one; .int(), .long() or .float() turn it into "
+                     "numbers.")
+    if floats:
+        hints.append(f"{' and '.join(floats)} must have the inputs' dtype "
+                     f"({str(want[floats[0]]).removeprefix('torch.')}): a tensor you create inside (torch.tensor, "
+                     "torch.zeros, torch.arange, a mask turned into numbers) or a .float()/.double() changes it; "
+                     "create tensors with dtype=x.dtype, or cast the result back with .to(x.dtype).")
+    elsewhere = [n for n, t in got.items() if device_name(t) != device]
+    if elsewhere:
+        hints.append(f"{' and '.join(elsewhere)} {'is' if len(elsewhere) == 1 else 'are'} on "
+                     f"{device_name(got[elsewhere[0]])}, the inputs on {device}: create new tensors on the "
+                     "input's device (device=x.device, or torch.zeros_like(x)).")
     return hints
+
+
+def mask_contract_hints(error: str, named: Mapping[str, Any], optional: Sequence[str], key_view: str) -> list[str]:
+    """A check's own reading of a crash with masks: which of the `optional` masks may be None, and how
+    a key_padding_mask lines up with the scores (`key_view`, e.g. "(B, 1, 1, S)")."""
+    first, line = split_error(error)
+    hints = []
+    if "NoneType" in first:
+        absent = [n for n in optional if named.get(n) is None and (not line or n in line)]
+        if absent:
+            hints.append(f"{' and '.join(absent)} may be None (as in this case): ask `if {absent[0]} is not None:` "
+                         "before using it.")
+    if "must match the size of tensor" in first and isinstance(named.get("key_padding_mask"), torch.Tensor) \
+            and (not line or "mask" in line or "padding" in line):
+        hints.append(f"key_padding_mask (B, S) marks keys, the last axis of the scores: view it as {key_view}, "
+                     "so that it broadcasts over the queries (and the heads).")
+    return hints
+
+
+def unambiguous(found: Mapping[str, Any]) -> dict[str, Any]:
+    """The mistakes (name -> Mistake) whose outputs no other mistake gives as well: where two
+    misconceptions give the same result (a one-token mask, a small count), a hint must not guess."""
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                    and torch.equal(a.to(torch.float64), b.to(torch.float64)))
+        return type(a) is type(b) and a == b
+
+    def twins(m: Any, n: Any) -> bool:
+        return m.outputs.keys() == n.outputs.keys() and all(same(m.outputs[k], n.outputs[k]) for k in m.outputs)
+
+    return {name: m for name, m in found.items() if not any(twins(m, n) for other, n in found.items() if other != name)}

@@ -217,7 +217,7 @@ def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
     answer = answer_for(check)
     with quiet():
         own = answer.crash(case.x, case.spec, error) if answer.crash else []
-    return own + [h for h in crash_hints(error, case.x.named) if h not in own]
+    return own or crash_hints(error, case.x.named)  # the check's own reading of a crash is the sharper one
 
 
 # --------------------------------------------------------------------------
@@ -249,7 +249,9 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
     if outcome.error is not None:
         hints = [] if outcome.not_implemented else _crash_hints(check, case, outcome.error)
         return CaseResult(0.0, [outcome.error], hints, not_implemented=outcome.not_implemented)
-    names = list(check.outputs)
+    # what the reference gives, in its order: usually check.outputs, but a case may judge something else
+    # (a module's parameter names, whether the weights are None)
+    names = list(case.expected)
     got, problem = _unpack(outcome.value, names)
     if problem:
         return CaseResult(0.0, [problem])
@@ -267,13 +269,11 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
     wrong = {name for name, v in verdicts.items() if not v.values_ok}
     if wrong:
         hints = diagnose(got, case, check, wrong) + hints
-    for name, v in verdicts.items():  # the right shape, but the wrong dtype or device
-        expected = case.expected[name]
-        if not v.structure_ok and isinstance(expected, torch.Tensor) and isinstance(got[name], torch.Tensor) \
-                and tuple(got[name].shape) == tuple(expected.shape):
-            want = case.dtype if expected.is_floating_point() else expected.dtype
-            hints += structure_hints(name, got[name], want, device, device_name(got[name]))
-    return CaseResult(fraction, lines, hints)
+    misfits = {name: got[name] for name, v in verdicts.items()  # the right shape, the wrong dtype or device
+               if not v.structure_ok and isinstance(case.expected[name], torch.Tensor)
+               and isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(case.expected[name].shape)}
+    want = {n: case.dtype if case.expected[n].is_floating_point() else case.expected[n].dtype for n in misfits}
+    return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device))
 
 
 # --------------------------------------------------------------------------
