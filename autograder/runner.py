@@ -143,7 +143,8 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
                         yield future.result()
                     except Exception as err:  # noqa: BLE001 - whatever happened, only to this group
                         broken = broken or isinstance(err, BrokenProcessPool)
-                        yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0, 0.0,
+                        yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
+                                               course.max_score(s.assignment, s.notebook),
                                                reason=f"grading worker failed: {type(err).__name__}"), None)
                                for s in group]
 

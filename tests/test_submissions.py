@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 import zipfile
+from pathlib import Path
 
 import nbformat
 import pytest
 
+from autograder.course import Course
 from autograder.preprocessors import HideHiddenTests
 from autograder.report import grades_csv
+from autograder.runner import grade_all
 from autograder.scoring import NotebookResult
-from autograder.submissions import (MAX_NOTEBOOK_BYTES, SubmissionsError, discover, find_root, load_notebook,
-                                    unpack_zip)
+from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover, find_root,
+                                    load_notebook, unpack_zip)
 
 NOTEBOOKS = {"03-qkv": ["qkv"], "05-masks": ["masks"]}
 
@@ -181,3 +186,17 @@ def test_unpack_zip_makes_links_as_unzip_does_but_never_through_one(tmp_path):
     assert list((tmp_path / "elsewhere").iterdir()) == []  # nothing written through the link
     found = {s.student_id: s.refused for s in discover(out, ["03-qkv"], NOTEBOOKS)}
     assert "outside" in found["ann"] and "outside" in found["ben"] and found["cy"] == ""
+
+
+def test_a_failed_worker_records_the_max_score_as_every_failure_does(tmp_path, monkeypatch):
+    """Workers that cannot start (here: no source notebooks) fail their groups with status
+    error; the rows keep the notebook's max score, so the grade sheet still sums correctly."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # as the CLI does
+    course = Course(tmp_path / "course", sandbox=False)
+    course.generate("03-qkv")
+    groups = [[Submission(student, "03-qkv", "qkv", None)] for student in ("ann", "ben")]
+    rows = [result for graded in grade_all(groups, course, 2, source_dir=tmp_path / "nowhere", sandbox=False)
+            for result, _ in graded]
+    assert sorted(r.student_id for r in rows) == ["ann", "ben"]
+    assert {(r.status, r.max_score) for r in rows} == {("error", course.max_score("03-qkv", "qkv"))}
+    assert course.max_score("03-qkv", "qkv") > 0 and all("grading worker failed" in r.reason for r in rows)
