@@ -1,8 +1,7 @@
-"""Fast in-process tests of attention_checks.multi_head, driven by the 04-multi-head source notebook.
-
-As in test_attention_checks.py (whose helpers this file reuses), the notebook's own cells are
-executed (setup, reference solutions, test cells) and each test cell is scored with nbgrader's
-`determine_grade` on the outputs a kernel would record.
+"""In-process tests of the 04-multi-head checks (attention_checks.multi_head, judged by
+attention_checks.answers.multi_head), driven by the source notebook: its own cells are executed
+(setup, reference solutions, test cells) and each test cell is scored with nbgrader's
+`determine_grade` on the outputs a kernel would record (tests/notebook_harness.py).
 """
 from __future__ import annotations
 
@@ -17,30 +16,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from notebook_harness import SourceNotebook, load_corpus
-from notebook_harness import _nbgrader, _python, run_test_cell, tf32 as _tf32
+from notebook_harness import SourceNotebook, _nbgrader, _python, load_corpus, run_test_cell, tf32
 
 from attention_checks import CheckFailed
-from attention_checks.core import ForbiddenCalls, judge, probe
+from attention_checks.answers.judging import judge, judge_records, judged
+from attention_checks.answers.multi_head import mha_formula, mha_reference, multiply_adds_reference
+from attention_checks.core import ForbiddenCalls
 from attention_checks.multi_head import (
     FORBIDDEN_MHA,
-    MHA_DEFAULTS,
-    _cost_case,
-    _count_case,
-    _mha_case,
-    _merge_case,
-    _split_case,
     check_merge_heads,
     check_mha_multiply_adds,
     check_mha_parameter_count,
     check_multi_head_attention,
     check_split_heads,
-    mha_formula,
-    mha_reference,
-    multiply_adds_reference,
-    with_defaults,
 )
-from attention_checks.record import _encode_outcome, decode_outcome
+from attention_checks.probe import probe_all
+from attention_checks.record import _encode_outcome
 
 ASSIGNMENT = "04-multi-head"
 CPU = torch.device("cpu")
@@ -54,16 +45,13 @@ CHECKS = {"check_split_heads", "check_merge_heads", "check_multi_head_attention"
 
 
 def report(check, fn, cases) -> str:
-    """What a check says, printed or raised."""
+    """What a check says in a student's notebook, printed or raised."""
     with contextlib.redirect_stdout(io.StringIO()) as out:
         try:
-            check(fn, points=1, cases=cases, **({"device": CPU} if check in DEVICE_CHECKS else {}))
+            check(fn, points=1, cases=cases, device=CPU)
         except CheckFailed as failed:
             return str(failed)
     return out.getvalue()
-
-
-DEVICE_CHECKS = {check_split_heads, check_merge_heads, check_multi_head_attention}
 
 
 # --------------------------------------------------------------------------
@@ -267,22 +255,9 @@ def test_the_reference_may_use_scaled_dot_product_attention():
 
 
 def _captured(spec):
-    """The case's inputs as the student's module receives them, and the case."""
-    case, got = _mha_case(spec, CPU), {}
-
-    class Capture(nn.Module):
-        def __init__(self, E, H, bias=True):
-            super().__init__()
-
-        def load_state_dict(self, state, strict=True):
-            got["state"] = state
-
-        def forward(self, query, key, value, **kwargs):
-            got.update(query=query, key=key, value=value, **kwargs)
-            return query, None
-
-    case.run(Capture)
-    return case, got
+    """The case as judged, and its inputs as the student's module receives them (with its state dict)."""
+    x = check_multi_head_attention.build(spec)
+    return judged(check_multi_head_attention, spec), dict(x.named, state=x.extra["state"])
 
 
 MHA_SPECS = [
@@ -297,7 +272,7 @@ MHA_SPECS = [
 
 @pytest.mark.parametrize("spec", MHA_SPECS, ids=repr)
 def test_formula_agrees_with_nn_multihead_attention(spec):
-    c = with_defaults(spec, MHA_DEFAULTS)
+    c = check_multi_head_attention.spec(spec)
     case, got = _captured(spec)
 
     def f64(t):
@@ -322,7 +297,7 @@ def test_formula_agrees_with_nn_multihead_attention(spec):
                                   dict(attn_mask="bool", key_padding_mask="bool", mask_per_head=True, batch=4, S=2),
                                   dict(attn_mask="float", key_padding_mask="float", L=7, S=2)])
 def test_generated_masks_never_hide_every_key_of_a_query(spec):
-    c = with_defaults(spec, MHA_DEFAULTS)
+    c = check_multi_head_attention.spec(spec)
     for seed in range(20):
         _, got = _captured(dict(spec, seed=seed))
         am, kpm = got["attn_mask"], got["key_padding_mask"]
@@ -341,7 +316,7 @@ def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
     _, a = _captured(dict(attn_mask="float", key_padding_mask="float"))
     _, b = _captured(dict(attn_mask="float", key_padding_mask="float"))
     _, c = _captured(dict(attn_mask="float", key_padding_mask="float", seed=1))
-    _count_case(dict())
+    check_mha_parameter_count.build(dict())
     assert torch.equal(torch.random.get_rng_state(), state)
     assert all(torch.equal(a[k], b[k]) for k in ("query", "attn_mask", "key_padding_mask"))
     assert all(torch.equal(a["state"][k], b["state"][k]) for k in a["state"])
@@ -365,8 +340,9 @@ def test_multiply_adds_reference_is_what_pytorch_computes():
 
 def test_parameter_count_reference():
     for E, H, bias in [(16, 4, True), (16, 8, True), (512, 8, True), (15, 5, False)]:
-        assert _count_case(dict(embed_dim=E, num_heads=H, bias=bias)).expected["count"] == 4 * E * E + 4 * E * bias
-    assert _count_case(dict(embed_dim=16, num_heads=4)).expected["count"] == 1088  # the source's figure
+        count = judged(check_mha_parameter_count, dict(embed_dim=E, num_heads=H, bias=bias)).expected["count"]
+        assert count == 4 * E * E + 4 * E * bias
+    assert judged(check_mha_parameter_count, dict(embed_dim=16, num_heads=4)).expected["count"] == 1088
 
 
 def test_unknown_case_keys_and_bad_combinations_are_instructor_errors():
@@ -395,13 +371,13 @@ def test_numbers_in_other_types_are_taken_as_ints():
 
 def _builders():
     ns = student()
-    yield _split_case, ns["split_heads"], [dict(), dict(dtype="float64", batch=1, L=1)]
-    yield _merge_case, ns["merge_heads"], [dict(), dict(dtype="float64", H=1)]
-    yield _mha_case, ns["MultiHeadAttention"], [dict(check="parameters"), dict(check="parameters", bias=False),
-                                                dict(need_weights=False), dict(attn_mask="bool", L=3, S=4),
-                                                dict(dtype="float64", average_attn_weights=False, H=4)]
-    yield _count_case, ns["mha_parameter_count"], [dict(), dict(bias=False)]
-    yield _cost_case, ns["mha_multiply_adds"], [dict(), dict(n=4096, d=512, num_heads=8)]
+    yield check_split_heads, ns["split_heads"], [dict(), dict(dtype="float64", batch=1, L=1)]
+    yield check_merge_heads, ns["merge_heads"], [dict(), dict(dtype="float64", H=1)]
+    yield check_multi_head_attention, ns["MultiHeadAttention"], [
+        dict(check="parameters"), dict(check="parameters", bias=False), dict(need_weights=False),
+        dict(attn_mask="bool", L=3, S=4), dict(dtype="float64", average_attn_weights=False, H=4)]
+    yield check_mha_parameter_count, ns["mha_parameter_count"], [dict(), dict(bias=False)]
+    yield check_mha_multiply_adds, ns["mha_multiply_adds"], [dict(), dict(n=4096, d=512, num_heads=8)]
 
 
 def _wrong():
@@ -414,29 +390,29 @@ def _wrong():
             out, weights = super().forward(*args, **{**kwargs, "need_weights": True})
             return out * 2, weights
 
-    return {_split_case: lambda x, h: ns["split_heads"](x, h).flip(-1),
-            _merge_case: lambda x: ns["merge_heads"](x).flip(-1),
-            _mha_case: NeverNone, _count_case: lambda *a, **k: 7, _cost_case: lambda *a: 7.5}
+    return {check_split_heads: lambda x, h: ns["split_heads"](x, h).flip(-1),
+            check_merge_heads: lambda x: ns["merge_heads"](x).flip(-1),
+            check_multi_head_attention: NeverNone, check_mha_parameter_count: lambda *a, **k: 7,
+            check_mha_multiply_adds: lambda *a: 7.5}
 
 
 def test_recorded_outcomes_are_judged_as_in_the_kernel():
+    """The grader's verdict on the recorded outcomes is the one the student sees in the notebook."""
     wrong = _wrong()
-    for build, right, specs in _builders():
-        for fn in (right, wrong[build]):
-            for spec in specs:
-                case = build(spec, CPU) if build in (_split_case, _merge_case, _mha_case) else build(spec)
-                outcome = probe(fn, case, ForbiddenCalls(FORBIDDEN_MHA))
-                assert outcome.error is None, outcome.error
-                replayed, device = decode_outcome(_encode_outcome(outcome, case.like))
-                fresh = build(spec, CPU) if build in (_split_case, _merge_case, _mha_case) else build(spec)
-                here, there = judge(outcome, case), judge(replayed, fresh)
-                assert (here.fraction, here.lines, here.hints) == (there.fraction, there.lines, there.hints), spec
-                if spec.get("check") != "parameters":  # the wrong module has the right parameters
-                    assert (here.fraction == 1) == (fn is right), (fn, spec, here.lines)
+    for check, right, cases in _builders():
+        for fn in (right, wrong[check]):
+            probed = probe_all(check, fn, cases, CPU)
+            assert all(o.error is None for o in probed.outcomes), [o.error for o in probed.outcomes]
+            here = judge(check, cases, probed.outcomes, points=2, devices=["cpu"] * len(cases))
+            record = {"check": check.name, "forbidden": probed.forbidden,
+                      "outcomes": [_encode_outcome(o, like) for o, like in zip(probed.outcomes, probed.likes)]}
+            there = judge_records(check, record, cases, points=2)
+            assert (here.score, here.text) == (there.score, there.text)
+            assert (here.score == 2) == (fn is right), here.text
 
 
 def test_the_grader_scan_finds_the_forbidden_names():
-    from autograder.judge import SourceScanner, StudentObject
+    from autograder.scanner import SourceScanner, StudentObject
 
     names = sorted(set(FORBIDDEN_MHA.values()))
     for entry in CORPUS:
@@ -455,7 +431,7 @@ def _tf32_mha_class():
     Reference = _reference_class()
 
     def mm(a, b):
-        return _tf32(a) @ _tf32(b) if a.dtype == torch.float32 else a @ b
+        return tf32(a) @ tf32(b) if a.dtype == torch.float32 else a @ b
 
     class TF32(Reference):
         def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
@@ -563,3 +539,59 @@ def test_more_count_diagnoses():
     assert "shrinks with num_heads" in report(check_mha_parameter_count, one_head, [dict(), dict(num_heads=8)])
     only_attention = report(check_mha_multiply_adds, lambda n, d, h: 2 * n * n * d, [dict()])
     assert "leaves out the projections" in only_attention
+
+
+# --------------------------------------------------------------------------
+# every failure explains itself (issue 18): characteristic patterns and crashes
+
+
+def test_a_float_mask_used_as_a_boolean_is_named():
+    """Its output is only NaN: the hint says which mistake makes them."""
+    Reference = _reference_class()
+
+    class FloatAsBool(Reference):
+        def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, **kwargs):
+            as_bool = [None if m is None else m != 0 for m in (key_padding_mask, attn_mask)]
+            return super().forward(query, key, value, *as_bool, **kwargs)
+
+    text = report(check_multi_head_attention, FloatAsBool, [dict(key_padding_mask="float"),
+                                                             dict(attn_mask="float", L=4, S=6)])
+    assert "float mask is used as a boolean" in text, text
+    assert "hint" not in text.split("... and")[-1] or "case" in text.split("... and")[-1]
+
+
+@pytest.mark.parametrize("bug, hint", [
+    ("masks.append(key_padding_mask.view(B, 1, 1, S))", "key_padding_mask and attn_mask may be None"),
+    ("scores = torch.einsum('bhld,bhsd->bhls', q, k)", None),
+])
+def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug, hint):
+    source = SOLUTIONS["MultiHeadAttention"]
+    if hint:  # the None check removed
+        source = source.replace("if key_padding_mask is not None:  # (B, S) -> (B, 1, 1, S): every head and query\n"
+                                "            masks.append(key_padding_mask.view(B, 1, 1, S))",
+                                "masks.append(key_padding_mask.view(B, 1, 1, S))")
+    else:  # subscripts for one head: q and k are (B, H, L, D)
+        source = source.replace("scores = q @ k.transpose(-2, -1)", "scores = torch.einsum('bld,bsd->bls', q, k)")
+        hint = "einsum subscripts name 3 dimensions, but the tensor has 4"
+    assert source != SOLUTIONS["MultiHeadAttention"]
+    ns = student({"MultiHeadAttention": source})
+    text = report(check_multi_head_attention, ns["MultiHeadAttention"], [dict(), dict(key_padding_mask="bool")])
+    assert "raised" in text and hint in text, text
+    assert set(re.findall(r"hint: (.+)", text)) - {"as above"} == {next(h for h in re.findall(r"hint: (.+)", text))}
+
+
+def test_no_hint_stands_after_the_cases_it_belongs_to():
+    """A later case with a new hint is shown with its hint, never a hint line on its own."""
+    ns = student()
+    Reference = ns["MultiHeadAttention"]
+
+    class NoScaleWithHeads(Reference):  # right for one head, and wrong otherwise
+        def forward(self, query, key, value, *args, **kwargs):
+            out, weights = super().forward(query, key, value, *args, **kwargs)
+            return (out, weights) if self.num_heads == 1 else (out * 0, weights)
+
+    cases = [dict(), dict(L=3), dict(L=4), dict(L=6), dict(H=1, E=6), dict(need_weights=False)]
+    text = report(check_multi_head_attention, NoScaleWithHeads, cases)
+    for block in text.split("\n\n")[1:]:
+        lines = block.splitlines()
+        assert not any(line.lstrip().startswith("hint:") for line in lines) or lines[0].startswith("case "), block

@@ -1,6 +1,6 @@
 # Always creates the biases, so loading the weights of a bias=False module fails.
 # expect: partial
-# hint: Missing key(s)
+# hint: With bias=False the module has no biases
 # %% cell: MultiHeadAttention
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with nn.MultiheadAttention's parameters and masks (batch first).
