@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +39,10 @@ def gradebook_url(target: str) -> str:
 def record_assignments(db_url: str, source_dir: Path, assignments: list[str], course_id: str = "") -> None:
     """Let nbgrader record the assignments in the gradebook (``generate_assignment`` in a
     throwaway course folder that uses the instructor's database)."""
+    # nbgrader runs alembic by name to create a database: find it without an activated venv.
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     with tempfile.TemporaryDirectory(prefix="autograder-gradebook-") as tmp:
         c = Config()
         c.CourseDirectory.root = tmp
@@ -105,6 +111,9 @@ def _record(results: list[dict], db_url: str, source_dir: Path, assignments: lis
                     grade.auto_score = points[cell.name]
                 elif cell.cell_type == "code":  # a test cell that never ran (the kernel died first)
                     grade.auto_score = 0.0
+                # nbgrader's own rule (SaveAutoGrades): a person looks at what has no automatic
+                # score (free-response answers) or was graded by hand before.
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
             recorded += 1
         gb.db.commit()
     return recorded

@@ -301,3 +301,48 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
     assert run.returncode == 0 and "recorded 4 graded notebooks" in run.stdout, run.stderr
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "") as gb:
         assert len(gb.find_assignment(ASSIGNMENT).submissions) == 4
+
+
+def test_the_gradebook_holds_what_nbgrader_autograde_would_record(tmp_path, monkeypatch):
+    """Scores per test cell, as formgrader's API reads them; missing stays unsubmitted; a rerun replaces."""
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    from autograder.gradebook import write_gradebook
+    from classroom import REPO
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # nbgrader's alembic is found without an activated venv
+    source = nbformat.read(REPO / "solutions" / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    cells = [c.metadata["nbgrader"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    total = sum(c["points"] for c in cells)
+
+    def result(student, status, earned):
+        tests = [dict(grade_id=c["grade_id"], points=earned(c), max_points=c["points"], passed=True, message="")
+                 for c in cells] if status != "missing" else []
+        return dict(student_id=student, assignment=ASSIGNMENT, notebook=NB, status=status,
+                    score=sum(t["points"] for t in tests), max_score=total, tests=tests, reason="")
+
+    results, course = tmp_path / "RESULTS", tmp_path / "course"
+    results.mkdir()
+    course.mkdir()
+    db = f"sqlite:///{course / 'gradebook.db'}"
+    (results / "results.json").write_text(json.dumps([
+        result("full", "ok", lambda c: c["points"]),
+        result("first-only", "error", lambda c: c["points"] if c is cells[0] else 0),
+        result("absent", "missing", None)]))
+    assert write_gradebook(results, db, REPO / "solutions") == 2
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    submissions = {s["student"]: s for s in NbGraderAPI(config=config).get_submissions(ASSIGNMENT)}
+    assert (submissions["full"]["score"], submissions["full"]["max_score"]) == (total, total)
+    assert submissions["first-only"]["score"] == cells[0]["points"]
+    assert not submissions["full"]["needs_manual_grade"]  # every test cell has its automatic score
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db, "") as gb:  # the student is known, with no submission (not a submission scored 0)
+        assert gb.find_student("absent")
+        with pytest.raises(MissingEntry):
+            gb.find_submission(ASSIGNMENT, "absent")
+    (results / "results.json").write_text(json.dumps([result("full", "ok", lambda c: 0)]))
+    write_gradebook(results, db, REPO / "solutions")
+    assert {s["student"]: s["score"] for s in NbGraderAPI(config=config).get_submissions(ASSIGNMENT)}["full"] == 0
