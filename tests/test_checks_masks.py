@@ -1,8 +1,7 @@
-"""Fast in-process tests of attention_checks.masks, driven by the 05-masks source notebook.
-
-As in test_attention_checks.py (whose helpers this file reuses), the notebook's own cells run
-here and each test cell is scored with nbgrader's `determine_grade` on the outputs a kernel
-would record.
+"""In-process tests of the 05-masks checks (attention_checks.masks, judged by
+attention_checks.answers.masks), driven by the source notebook: its own cells run here and each
+test cell is scored with nbgrader's `determine_grade` on the outputs a kernel would record
+(tests/notebook_harness.py).
 """
 from __future__ import annotations
 
@@ -11,62 +10,34 @@ import contextlib
 import io
 import math
 import re
-import sys
-from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 import torch.nn as nn
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from notebook_harness import SourceNotebook, _nbgrader, load_corpus, run_test_cell, tf32 as _tf32
 
-from attention_checks.core import CheckFailed, ForbiddenCalls, judge, probe  # noqa: E402
-from attention_checks.masks import (  # noqa: E402
+from attention_checks.answers.judging import judge, judge_records, judged
+from attention_checks.core import CheckFailed
+from attention_checks.masks import (
     NONZERO,
-    _attention_case,
-    _causal_case,
-    _merge_case,
-    _padding_case,
     check_causal_mask,
     check_masked_attention,
     check_merge_masks,
     check_padding_mask,
 )
-from attention_checks.record import _encode_outcome, decode_outcome  # noqa: E402
-from notebook_harness import _corpus, _nbgrader, _python, run_test_cell, tf32 as _tf32  # noqa: E402
+from attention_checks.probe import probe_all
+from attention_checks.record import _encode_outcome
 
-NOTEBOOK = ROOT / "solutions" / "05-masks" / "masks.ipynb"
-CORPUS = ROOT / "tests" / "corpus" / "05-masks"
+ASSIGNMENT = "05-masks"
 CPU = torch.device("cpu")
 FUNCTIONS = ["padding_mask", "causal_mask", "merge_masks", "masked_attention"]
 CHECKS = {"padding_mask": check_padding_mask, "causal_mask": check_causal_mask,
           "merge_masks": check_merge_masks, "masked_attention": check_masked_attention}
-BUILDERS = {"padding_mask": _padding_case, "causal_mask": _causal_case, "merge_masks": _merge_case,
-            "masked_attention": _attention_case}
 
-NB = nbformat.read(NOTEBOOK, as_version=4)
-CELLS = {_nbgrader(c)["grade_id"]: c for c in NB.cells}
-SOLUTIONS = {gid: c.source for gid, c in CELLS.items() if _nbgrader(c).get("solution")}
-TESTS = {gid: c for gid, c in CELLS.items() if _nbgrader(c).get("grade")}
-MAX_SCORE = sum(float(_nbgrader(c)["points"]) for c in TESTS.values())
-
-
-def student(answers: dict[str, str] | None = None) -> dict:
-    """A kernel's namespace after the setup cell and the solution cells (answers[grade_id] instead)."""
-    namespace: dict = {}
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        exec(compile(_python(CELLS["setup"].source), "<setup>", "exec"), namespace)
-        for gid, source in SOLUTIONS.items():
-            exec(compile((answers or {}).get(gid, source), f"<{gid}>", "exec"), namespace)
-    return namespace
-
-
-def grade_all(answers: dict[str, str] | None = None) -> dict[str, tuple[float, str]]:
-    namespace = student(answers)
-    return {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items()}
+SOURCE = SourceNotebook(ASSIGNMENT)
+NB, CELLS, SOLUTIONS, TESTS, MAX_SCORE = SOURCE.nb, SOURCE.cells, SOURCE.solutions, SOURCE.tests, SOURCE.max_score
+student, grade_all = SOURCE.student, SOURCE.grade_all
 
 
 def _check_call(cell) -> ast.Call:
@@ -75,11 +46,7 @@ def _check_call(cell) -> ast.Call:
 
 def _cases_of(cell) -> list[dict]:
     """The literal case dicts of a test cell."""
-    tree = ast.parse(cell.source)
-    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
-    cases = next(k.value for k in _check_call(cell).keywords if k.arg == "cases")
-    cases = bound.get(cases.id) if isinstance(cases, ast.Name) else cases
-    return [{k.arg: ast.literal_eval(k.value) for k in d.keywords} for d in cases.elts]
+    return SOURCE.cases(_nbgrader(cell)["grade_id"])
 
 
 # --------------------------------------------------------------------------
@@ -145,45 +112,34 @@ def test_stub_gets_zero_in_every_test_cell():
 # --------------------------------------------------------------------------
 # the corpus of simulated students
 
-CORPUS_FILES = sorted(CORPUS.glob("*.py"))
+CORPUS = load_corpus(ASSIGNMENT)
 
 
 def test_corpus_covers_every_function():
     for function in FUNCTIONS:
-        expects = [_corpus(p)[0] for p in CORPUS_FILES if function in _corpus(p)[2]]
+        expects = [e.expect for e in CORPUS if function in e.cells]
         assert expects.count("full") >= 2 and expects.count("partial") >= 4, function
-    for path in CORPUS_FILES:
-        expect, hint, _ = _corpus(path)
-        assert expect == "full" or hint, f"{path.name}: a buggy student needs a hint"
+    assert all(e.expect == "full" or e.hint for e in CORPUS), "a buggy student needs a hint"
 
 
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem)
-def test_corpus_student(path):
-    expect, hint, cells = _corpus(path)
-    assert set(cells) <= set(SOLUTIONS)
-    results = grade_all(cells)
-    total = sum(points for points, _ in results.values())
-    messages = "\n".join(message for _, message in results.values())
-    if expect == "full":
-        assert total == MAX_SCORE, messages
-    else:
-        assert 0 < total < MAX_SCORE, messages
-        # the function it breaks loses points, and the feedback names the mistake
-        broken = {gid for gid, cell in TESTS.items() if any(f"check_{f}(" in cell.source for f in cells)}
-        assert any(results[gid][0] < float(_nbgrader(TESTS[gid])["points"]) for gid in broken), messages
-        assert hint.lower() in messages.lower(), messages
+@pytest.mark.parametrize("entry", CORPUS, ids=lambda e: e.name)
+def test_corpus_student(entry):
+    problem = SOURCE.corpus_problem(entry)
+    assert problem is None, problem
 
 
 # --------------------------------------------------------------------------
 # references: PyTorch's own functions
 
 
-def _grab(case) -> tuple[tuple, dict]:
+def _grab(function: str, spec: dict) -> tuple[tuple, dict]:
     """The arguments a case passes to the student's function."""
-    got = []
-    with contextlib.suppress(TypeError):  # masked_attention's run refuses what a recorder returns
-        case.run(lambda *args, **kwargs: got.append((args, kwargs)))
-    return got[0]
+    x = CHECKS[function].build(spec)
+    return tuple(x.args.values()), x.kwargs
+
+
+def _expected(function: str, spec: dict) -> dict:
+    return judged(CHECKS[function], spec).expected
 
 
 def _all_cases(function: str) -> list[dict]:
@@ -194,42 +150,41 @@ def _all_cases(function: str) -> list[dict]:
                                                              for s in range(5)])
 def test_merge_reference_is_the_logical_or_of_the_views(spec):
     """What nn.MultiheadAttention masks (read off its weights) is key_padding_mask (B, 1, 1, S) | attn_mask."""
-    case = _merge_case(spec, CPU)
-    (kpm, attn, H), _ = _grab(case)
-    B, _, L, S = case.expected["mask"].shape
+    (kpm, attn, H), _ = _grab("merge_masks", spec)
+    expected = _expected("merge_masks", spec)["mask"]
+    B, _, L, S = expected.shape
     merged = torch.zeros(B, H, L, S, dtype=torch.bool)
     if kpm is not None:
         merged = merged | kpm.view(B, 1, 1, S)
     if attn is not None:
         merged = merged | (attn.view(B, H, L, S) if attn.dim() == 3 else attn)
-    assert torch.equal(case.expected["mask"], merged.double())
+    assert torch.equal(expected, merged)
     assert not merged.all(-1).any(), "a query with every key masked"
 
 
 def test_merge_reference_follows_nn_multihead_attention():
     """The same positions get weight 0 in the module itself (batch_first, eval mode)."""
     spec = dict(B=3, H=2, L=4, S=6, attn="random", seed=4)
-    case = _merge_case(spec, CPU)
-    (kpm, attn, H), _ = _grab(case)
+    (kpm, attn, H), _ = _grab("merge_masks", spec)
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(4, H, batch_first=True, dtype=torch.float64).eval()
     q, k = torch.randn(3, 4, 4, dtype=torch.float64), torch.randn(3, 6, 4, dtype=torch.float64)
     with torch.no_grad():
         _, weights = mha(q, k, k, key_padding_mask=kpm, attn_mask=attn, average_attn_weights=False)
-    assert torch.equal((weights == 0).double(), case.expected["mask"])
+    assert torch.equal(weights == 0, _expected("merge_masks", spec)["mask"])
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 16])
 def test_causal_reference(size):
-    expected = _causal_case(dict(size=size), CPU).expected["mask"]
-    assert torch.equal(expected, torch.ones(size, size).triu(1).double())
+    expected = _expected("causal_mask", dict(size=size))["mask"]
+    assert torch.equal(expected, torch.ones(size, size, dtype=torch.bool).triu(1))
 
 
 @pytest.mark.parametrize("spec", _all_cases("masked_attention"))
 def test_attention_reference_weights_agree_with_pytorch_output(spec):
-    case = _attention_case(spec, CPU)
-    (q, k, v), kwargs = _grab(case)
-    weights, output = case.expected["weights"], case.expected["output"]
+    (q, k, v), kwargs = _grab("masked_attention", spec)
+    expected = _expected("masked_attention", spec)
+    weights, output = expected["weights"], expected["output"]
     torch.testing.assert_close(weights @ v.double(), output, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
     hidden = torch.zeros(weights.shape, dtype=torch.bool)
@@ -239,14 +194,14 @@ def test_attention_reference_weights_agree_with_pytorch_output(spec):
     if "attn_mask" in kwargs:
         hidden = hidden | kwargs["attn_mask"]
     assert (weights[hidden] == 0).all() and (weights[~hidden] > 0).all()
-    assert case.expected.get(NONZERO, 0) == 0 and (NONZERO in case.expected) == bool(kwargs)
+    assert expected.get(NONZERO, 0) == 0 and (NONZERO in expected) == bool(kwargs)
 
 
 def test_attention_reference_matches_nn_multihead_attention():
     """With identity projections, nn.MultiheadAttention's per-head weights are the reference's."""
     spec = dict(B=2, H=2, L=4, S=5, E=3, attn="random", dtype="float64", seed=1)
-    case = _attention_case(spec, CPU)
-    (q, k, v), kwargs = _grab(case)
+    (q, k, v), kwargs = _grab("masked_attention", spec)
+    expected = _expected("masked_attention", spec)
     B, H, L, E = q.shape
     S = k.size(-2)
     mha = nn.MultiheadAttention(H * E, H, batch_first=True, bias=False, dtype=torch.float64).eval()
@@ -255,17 +210,16 @@ def test_attention_reference_matches_nn_multihead_attention():
         mha.out_proj.weight.copy_(torch.eye(H * E))
         flat = [t.transpose(1, 2).reshape(B, -1, H * E) for t in (q, k, v)]
         out, weights = mha(*flat, average_attn_weights=False, **kwargs)
-    torch.testing.assert_close(weights, case.expected["weights"], rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(out, case.expected["output"].transpose(1, 2).reshape(B, L, H * E),
+    torch.testing.assert_close(weights, expected["weights"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, expected["output"].transpose(1, 2).reshape(B, L, H * E),
                                rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("spec", _all_cases("padding_mask"))
 def test_padding_cases_have_real_zeros_and_padding(spec):
-    case = _padding_case(spec, CPU)
-    (tokens,), kwargs = _grab(case)
+    (tokens,), kwargs = _grab("padding_mask", spec)
     pad_id = kwargs.get("pad_id", 0)
-    assert torch.equal(case.expected["mask"], (tokens == pad_id).double())
+    assert torch.equal(_expected("padding_mask", spec)["mask"], tokens == pad_id)
     if spec.get("padding", "right") != "none" and tokens.size(1) > 1:
         assert (tokens == pad_id).any()
     if pad_id == 3:
@@ -276,14 +230,13 @@ def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
     state = torch.random.get_rng_state()
     for function in FUNCTIONS:
         spec = dict(size=4) if function == "causal_mask" else dict()
-        a, b = (BUILDERS[function](spec, CPU) for _ in range(2))
-        (args_a, kw_a), (args_b, kw_b) = _grab(a), _grab(b)
+        (args_a, kw_a), (args_b, kw_b) = _grab(function, spec), _grab(function, spec)
         for x, y in zip([*args_a, *kw_a.values()], [*args_b, *kw_b.values()]):
             assert not isinstance(x, torch.Tensor) or torch.equal(x, y)
     assert torch.equal(torch.random.get_rng_state(), state)
     # float32 and float64 cases with one seed see the same numbers
-    q32 = _grab(_attention_case(dict(seed=7), CPU))[0][0]
-    q64 = _grab(_attention_case(dict(seed=7, dtype="float64"), CPU))[0][0]
+    q32 = _grab("masked_attention", dict(seed=7))[0][0]
+    q64 = _grab("masked_attention", dict(seed=7, dtype="float64"))[0][0]
     assert torch.equal(q64.float(), q32)
 
 
@@ -291,10 +244,10 @@ def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
 def test_generated_masks_never_hide_every_key_of_a_query(seed):
     for spec in [dict(B=4, L=6, S=3, attn="random"), dict(B=1, L=1, S=2, attn="random"), dict(B=3, L=7, S=7),
                  dict(B=5, L=2, S=9, attn="none")]:
-        case = _attention_case(dict(spec, seed=seed), CPU)
-        assert not case.expected["weights"].isnan().any()
-        assert (case.expected["weights"].amax(-1) > 0).all()
-    _merge_case(dict(B=3, H=2, L=5, S=4, attn="heads", seed=seed), CPU)  # asserts it itself
+        weights = _expected("masked_attention", dict(spec, seed=seed))["weights"]
+        assert not weights.isnan().any()
+        assert (weights.amax(-1) > 0).all()
+    _expected("merge_masks", dict(B=3, H=2, L=5, S=4, attn="heads", seed=seed))  # asserts it itself
 
 
 def test_unknown_or_impossible_cases_are_an_instructor_error():
@@ -368,14 +321,13 @@ def test_malformed_attention_results():
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_outcomes_survive_the_recorder(function):
     """What the kernel records (bool masks, int counts) is judged the same by the grader."""
-    fn = student()[function]
-    for spec in _all_cases(function):
-        case = BUILDERS[function](spec, CPU)
-        outcome = probe(fn, case, ForbiddenCalls({}))
-        data = _encode_outcome(outcome, case.like)
-        replayed, device = decode_outcome(data)
-        assert device == "cpu"
-        assert judge(replayed, BUILDERS[function](spec, CPU)).fraction == 1
+    check, fn, cases = CHECKS[function], student()[function], _all_cases(function)
+    probed = probe_all(check, fn, cases, CPU)
+    record = {"check": check.name, "forbidden": [],
+              "outcomes": [_encode_outcome(o, like) for o, like in zip(probed.outcomes, probed.likes)]}
+    here = judge(check, cases, probed.outcomes, points=1, devices=["cpu"] * len(cases))
+    there = judge_records(check, record, cases, points=1)
+    assert here.score == there.score == 1, there.text
 
 
 # --------------------------------------------------------------------------
@@ -460,3 +412,45 @@ def test_padding_transposed_and_causal_hints():
     assert "transposed" in text
     _, text = _report("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(1).T, [dict(size=4)])
     assert "below the diagonal" in text  # the lower triangle without the diagonal
+
+
+# --------------------------------------------------------------------------
+# every failure explains itself (issue 18)
+
+
+def test_structure_hints_name_the_dtype_and_not_the_input():
+    """An int64 mask from int64 token ids: the report asks for bool, not 'the input's' dtype."""
+    reference = student()["padding_mask"]
+    _, text = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).long(), [dict()])
+    assert "dtype int64, expected bool;" in text and "the input's" not in text
+    assert "as a boolean tensor" in text
+
+
+def test_a_one_token_causal_mask_gets_no_guess():
+    """For size 1 an inverted mask and a masked diagonal are the same [[True]]: no hint guesses."""
+    _, text = _report("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).tril(), [dict(size=1), dict(size=4)])
+    one, four = text.split("case 2")
+    assert "hint" not in one and "True where attention is allowed" in four, text
+
+
+def test_nan_counts_come_without_a_zero_error():
+    _, text = _report("causal_mask", lambda n: torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
+                                                                            float("-inf")), [dict(size=3)])
+    assert "max abs error 0 " not in text and "float mask" in text, text
+
+
+@pytest.mark.parametrize("bug, hint", [
+    ('scores = torch.einsum("ble,bse->bls", query, key) / math.sqrt(query.size(-1))', "subscripts name 3 dimensions"),
+    ("scores = scores.masked_fill(attn_mask, float(\"-inf\"))", "attn_mask may be None"),
+])
+def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug, hint):
+    source = SOLUTIONS["masked_attention"]
+    if "einsum" in bug:
+        source = source.replace("scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))", bug)
+    else:
+        source = source.replace('if attn_mask is not None:\n        scores = scores.masked_fill(attn_mask, float("-inf"))',
+                                bug)
+    assert source != SOLUTIONS["masked_attention"]
+    fn = student({"masked_attention": source})["masked_attention"]
+    _, text = _report("masked_attention", fn, [dict(H=2), dict(attn="none")])
+    assert "raised" in text and hint in text, text

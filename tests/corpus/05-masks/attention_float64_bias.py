@@ -1,6 +1,6 @@
 # Builds the additive mask in float64 "for accuracy": float32 inputs then give float64 outputs.
 # expect: partial
-# hint: expected float32 (the input's)
+# hint: must have the inputs' dtype (float32)
 # %% cell: masked_attention
 def masked_attention(query, key, value, key_padding_mask=None, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
