@@ -8,7 +8,9 @@ repository or into the instructor's submissions.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -37,6 +39,18 @@ IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
 
 class CourseError(RuntimeError):
     """The course itself is broken (not a student's fault): grading cannot run."""
+
+
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def nbgrader_id(student_id: str) -> str:
+    """The id nbgrader knows a student by: the folder's name when it is plain, else one made
+    from it ('_' and a hash: never a plain name). nbgrader globs its paths, so '[ab]' or '*'
+    would match other folders; spaces and other characters are as unsafe in its paths."""
+    if SAFE_ID.fullmatch(student_id):
+        return student_id
+    return "_" + hashlib.sha256(student_id.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def without(pipeline, *steps) -> list:

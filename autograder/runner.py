@@ -8,6 +8,7 @@ import sys
 import warnings
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Iterable, Iterator, Sequence
 import nbformat
 from nbgrader.api import Gradebook
 
-from .course import COURSE_ID, Course
+from .course import COURSE_ID, Course, nbgrader_id
 from .preprocessors import identify
 from .scoring import NotebookResult, kernel_died, test_results, timed_out
 from .submissions import Submission, load_notebook
@@ -100,7 +101,12 @@ Graded = list[tuple[NotebookResult, str | None]]  # each result with its feedbac
 
 
 def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
-    """One student's assignment; whatever goes wrong becomes that student's status."""
+    """One student's assignment; whatever goes wrong becomes that student's status.
+
+    nbgrader knows the student by a safe id (its paths are glob patterns: a folder named
+    ``[ab]`` would mean ``a`` or ``b``); the results carry the real one."""
+    real_id = group[0].student_id
+    group = [replace(s, student_id=nbgrader_id(real_id)) for s in group]
     try:
         results = grade_assignment(course, list(group))
     except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
@@ -110,7 +116,8 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     graded = []
     for result in results:
         page = feedback_file(course, result.student_id, result.assignment, result.notebook)
-        graded.append((result, page.read_text(encoding="utf-8") if page.is_file() else None))
+        page_html = page.read_text(encoding="utf-8") if page.is_file() else None
+        graded.append((replace(result, student_id=real_id), page_html))
     course.clear(group[0].student_id, group[0].assignment)
     return graded
 

@@ -154,6 +154,7 @@ def test_the_course_markdown_is_kept_as_it_is():
 
 
 # -- graded by the real CLI ---------------------------------------------------------------------------
+GLOB_NAMES = ["[ab]", "*", "ann lee (2)"]  # student folders whose names nbgrader would glob or split
 def link(path: Path, target: Path | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.symlink_to(target)
@@ -181,6 +182,9 @@ def graded(tmp_path_factory):
     (at,) = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == SDPA]
     nb.cells.insert(at + 1, nbformat.v4.new_markdown_cell(MARKDOWN, attachments=ATTACHMENTS))
     nbformat.write(nb, scripts)
+    for name in GLOB_NAMES:  # each one's own notebook, told apart by its score
+        make_submission(folder, name, ASSIGNMENT, answer_all=name == "[ab]")
+    make_submission(folder, "a", ASSIGNMENT, {SDPA: reference_code(ASSIGNMENT)[SDPA]}, answer_all=False)
     process = grade(folder, tmp / "out", "--cell-timeout", "30", "--notebook-timeout", "120")
     assert process.returncode == 0, process.stderr[-3000:]
 
@@ -234,3 +238,18 @@ def test_a_feedback_page_runs_none_of_the_students_scripts(graded, chromium):
     verdicts = [t["message"].splitlines()[0] for t in results.notebooks[("scripts", ASSIGNMENT)]["tests"]]
     assert verdicts and all(v in report["text"] for v in verdicts)
     assert "My notes" in report["text"] and "mine" in report["bold_outputs"]  # safe HTML still renders
+
+
+def test_student_folders_named_like_glob_patterns_keep_their_names_and_their_own_work(graded):
+    """'[ab]' gets its own full marks (not the stub of 'a', which it matches as a pattern), under
+    its real name in grades.csv, results.json and the feedback folder."""
+    tmp, results, _ = graded
+    full = results.grades[("honest", ASSIGNMENT)]["max_score"]
+    scores = {name: results.grades[(name, ASSIGNMENT)] for name in [*GLOB_NAMES, "a"]}
+    assert all(row["status"] == "ok" for row in scores.values()), scores
+    assert scores["[ab]"]["score"] == full and scores["*"]["score"] == scores["ann lee (2)"]["score"] == "0"
+    assert 0 < float(scores["a"]["score"]) < float(full)
+    for name in GLOB_NAMES:
+        assert results.notebooks[(name, ASSIGNMENT)]["student_id"] == name
+        page = (tmp / "out" / "feedback" / name / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
+        assert f"{NOTEBOOK} (Score: " in page  # nbgrader's page, not a status page

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import Course
+from autograder.course import Course, nbgrader_id
 from autograder.preprocessors import HideHiddenTests
 from autograder.report import grades_csv
 from autograder.runner import grade_all
@@ -200,3 +201,11 @@ def test_a_failed_worker_records_the_max_score_as_every_failure_does(tmp_path, m
     assert sorted(r.student_id for r in rows) == ["ann", "ben"]
     assert {(r.status, r.max_score) for r in rows} == {("error", course.max_score("03-qkv", "qkv"))}
     assert course.max_score("03-qkv", "qkv") > 0 and all("grading worker failed" in r.reason for r in rows)
+
+
+def test_nbgrader_ids_are_plain_distinct_and_leave_plain_names_alone():
+    names = ["ann", "Ann.Lee_2", "[ab]", "a", "b", "*", "ann ", "ann lee", "-rf", "_x", "été"]
+    ids = [nbgrader_id(name) for name in names]
+    assert len(set(ids)) == len(names)
+    assert ids[:2] == ["ann", "Ann.Lee_2"] and ids[3:5] == ["a", "b"]
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", i) for i in ids)
