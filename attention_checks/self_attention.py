@@ -1,4 +1,5 @@
-"""Checks for assignment 01-self-attention: attention_scores and simple_self_attention.
+"""Checks for assignment 01-self-attention: attention_scores and simple_self_attention (inputs
+only; they are judged by attention_checks.answers.self_attention).
 
 A case is a small dict; every key is optional:
 
@@ -12,166 +13,27 @@ Without a seed, one is derived from the case.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from .core import (
-    Case,
-    Mistake,
-    as_dtype,
-    built_once_in_grader,
-    case_seed,
-    describe,
-    generator,
-    pick_device,
-    randn,
-    reference,
-    run_check,
-    with_defaults,
-)
+from .core import as_dtype, randn
+from .registry import Check, Inputs, declare
 
 DEFAULTS = dict(B=2, L=5, D=8, dtype="float32", std=1.0)
 
 
-def _input(spec: Mapping[str, Any], salt: str) -> tuple[dict, torch.Tensor]:
-    c = with_defaults(spec, DEFAULTS)
-    gen = generator(case_seed(spec, salt))
+def _inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     x = randn(c["B"], c["L"], c["D"], gen=gen, dtype=as_dtype(c["dtype"]), std=c["std"])  # (B, L, D)
-    return c, x
+    return Inputs(dict(x=x))
 
 
-def _case(x: torch.Tensor, device: torch.device, expected: dict, mistakes: Callable[[], dict[str, Mistake]]) -> Case:
-    arg = x.to(device)
-    return Case(
-        inputs=describe(dict(x=arg), like=arg),
-        run=lambda fn: fn(arg),
-        expected=expected,
-        like=arg,
-        mistakes=mistakes,
-    )
+check_attention_scores = declare(Check(
+    name="attention_scores", assignment="01-self-attention", defaults=DEFAULTS, inputs=_inputs,
+    outputs=("scores",),
+))
 
-
-# --------------------------------------------------------------------------
-# attention_scores
-
-
-def _scores_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
-    """Outputs of known buggy attention_scores, on the CPU float64 input x (B, L, D)."""
-    D = x.size(-1)
-    scores = x @ x.transpose(-2, -1)  # (B, L, L)
-    return {
-        "scaled": Mistake(
-            "Your scores are divided by sqrt(D): attention_scores returns the raw dot products x @ xᵀ; "
-            "the scaling belongs to simple_self_attention.",
-            dict(scores=scores / math.sqrt(D)),
-        ),
-        "gram of features": Mistake(
-            "Your result is xᵀ @ x, of shape (B, D, D): the scores compare tokens with tokens, "
-            "so they are x @ xᵀ, of shape (B, L, L) (transpose the last two dims of the second factor).",
-            dict(scores=x.transpose(-2, -1) @ x),
-        ),
-        "elementwise": Mistake(
-            "Your result is x * x, an elementwise product: a score is the dot product of two token "
-            "vectors, a matrix product x @ xᵀ.",
-            dict(scores=x * x),
-        ),
-        "softmax": Mistake(
-            "Your result looks like softmax weights: attention_scores returns the scores before any softmax.",
-            dict(scores=scores.softmax(-1)),
-        ),
-        "scaled softmax": Mistake(
-            "Your result looks like the attention weights softmax(x xᵀ / sqrt(D)): attention_scores "
-            "returns the raw scores x @ xᵀ.",
-            dict(scores=(scores / math.sqrt(D)).softmax(-1)),
-        ),
-    }
-
-
-@built_once_in_grader
-def _scores_case(spec: Mapping[str, Any], device: torch.device) -> Case:
-    _, x = _input(spec, "attention_scores")
-    x64 = reference(x)
-    expected = dict(scores=x64 @ x64.transpose(-2, -1))  # (B, L, L)
-    return _case(x, device, expected, lambda: _scores_mistakes(x64))
-
-
-def check_attention_scores(
-    fn: Callable, *, points: float, cases: Sequence[Mapping[str, Any]], device: torch.device | None = None
-):
-    """Check attention_scores(x) -> x @ xᵀ, (B, L, D) -> (B, L, L); see the module docstring for the cases."""
-    __tracebackhide__ = True
-    device = device or pick_device()
-    return run_check("attention_scores", fn, [_scores_case(c, device) for c in cases], points=points)
-
-
-# --------------------------------------------------------------------------
-# simple_self_attention
-
-
-def self_attention_reference(x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """CPU float64 reference: the output from PyTorch itself (Q = K = V = x), the weights from the formula."""
-    output = F.scaled_dot_product_attention(x, x, x)  # (B, L, D), scale 1/sqrt(D)
-    weights = (x @ x.transpose(-2, -1) / math.sqrt(x.size(-1))).softmax(-1)  # (B, L, L)
-    return dict(output=output, weights=weights)
-
-
-def _attention_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
-    """Outputs of known buggy simple_self_attention, on the CPU float64 input x (B, L, D)."""
-    L, D = x.size(-2), x.size(-1)
-    qk = x @ x.transpose(-2, -1)  # (B, L, L)
-    scores = qk / math.sqrt(D)
-    right = scores.softmax(-1)
-    found: dict[str, Mistake] = {}
-
-    def add(name: str, hint: str, weights: torch.Tensor | None, output: torch.Tensor | None = None):
-        if output is None and weights is not None:
-            output = weights @ x
-        found[name] = Mistake(hint, dict(output=output, weights=weights))
-
-    add("no scale", "Your weights are softmax(x xᵀ) without the scaling: divide the scores by sqrt(D) before "
-        "the softmax.", qk.softmax(-1))
-    add("1/D", "Your scores are divided by D: divide them by sqrt(D).", (qk / D).softmax(-1))
-    add("times sqrt(D)", "Your scores are multiplied by sqrt(D): divide them by sqrt(D).",
-        (qk * math.sqrt(D)).softmax(-1))
-    if L != D:
-        add("sqrt(L)", "Your scores are divided by sqrt(L), the number of tokens: D is the number of "
-            "features, x.size(-1).", (qk / math.sqrt(L)).softmax(-1))
-    add("softmax over queries", "Your weights are normalised over the wrong axis (columns sum to 1): the "
-        "softmax runs over the last dim, so that every row of the weights sums to 1.", scores.softmax(-2))
-    add("softmax over batch", "Your softmax runs over dim 0, the batch (a softmax without dim= picks dim 0 "
-        "for a 3-D tensor): pass dim=-1 so that every row of the weights sums to 1.", scores.softmax(0))
-    add("weights transposed", "Your weights are transposed: row i holds the weights of token i over all "
-        "tokens, and output = weights @ x.", right.transpose(-2, -1))
-    found["output from transposed weights"] = Mistake(
-        "Your output is weightsᵀ @ x: output = weights @ x, so that row i mixes the tokens with the weights "
-        "of row i.", dict(output=right.transpose(-2, -1) @ x))
-    found["weights before softmax"] = Mistake(
-        "The weights you return are the scores before the softmax: return softmax(x xᵀ / sqrt(D)) "
-        "(every row sums to 1).", dict(weights=scores))
-    found["output from scores"] = Mistake(
-        "Your output mixes x with the scores: output = weights @ x, with the weights after the softmax.",
-        dict(output=scores @ x))
-    found["swapped"] = Mistake(
-        "Your function returns (weights, output): return (output, weights) in this order.",
-        dict(output=right, weights=right @ x))
-    return found
-
-
-@built_once_in_grader
-def _attention_case(spec: Mapping[str, Any], device: torch.device) -> Case:
-    _, x = _input(spec, "simple_self_attention")
-    x64 = reference(x)
-    return _case(x, device, self_attention_reference(x64), lambda: _attention_mistakes(x64))
-
-
-def check_simple_self_attention(
-    fn: Callable, *, points: float, cases: Sequence[Mapping[str, Any]], device: torch.device | None = None
-):
-    """Check simple_self_attention(x) -> (output, weights), with weights = softmax(x xᵀ / sqrt(D)) and
-    output = weights @ x, against F.scaled_dot_product_attention(x, x, x); see the module docstring."""
-    __tracebackhide__ = True
-    device = device or pick_device()
-    return run_check("simple_self_attention", fn, [_attention_case(c, device) for c in cases], points=points)
+check_simple_self_attention = declare(Check(
+    name="simple_self_attention", assignment="01-self-attention", defaults=DEFAULTS, inputs=_inputs,
+    outputs=("output", "weights"),
+))

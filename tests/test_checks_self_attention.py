@@ -1,4 +1,5 @@
-"""Fast in-process tests of attention_checks.self_attention, driven by the 01-self-attention source notebook."""
+"""In-process tests of the 01-self-attention checks (attention_checks.self_attention, judged by
+attention_checks.answers.self_attention), driven by the source notebook."""
 from __future__ import annotations
 
 import contextlib
@@ -10,20 +11,15 @@ import pytest
 import torch
 
 from attention_checks import CheckFailed
-from attention_checks.self_attention import (
-    _attention_case,
-    _scores_case,
-    check_attention_scores,
-    check_simple_self_attention,
-)
+from attention_checks.answers.judging import judged
+from attention_checks.self_attention import check_attention_scores, check_simple_self_attention
 from notebook_harness import SourceNotebook, free_names, load_corpus
 from notebook_harness import _nbgrader, tf32 as _tf32
 
 ASSIGNMENT = "01-self-attention"
 NB = SourceNotebook(ASSIGNMENT)
 CPU = torch.device("cpu")
-FUNCTIONS = {"attention_scores": (check_attention_scores, _scores_case),
-             "simple_self_attention": (check_simple_self_attention, _attention_case)}
+FUNCTIONS = {"attention_scores": check_attention_scores, "simple_self_attention": check_simple_self_attention}
 
 
 # --------------------------------------------------------------------------
@@ -94,7 +90,7 @@ def test_corpus_student(entry):
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_every_known_mistake_fails_a_visible_case(function):
-    assert NB.uncaught_mistakes(function, FUNCTIONS[function][1], CPU) == set()
+    assert NB.uncaught_mistakes(FUNCTIONS[function]) == set()
 
 
 def _mm(a, b):
@@ -117,23 +113,18 @@ def test_float32_tolerance_holds_for_tf32_matmuls():
 
 def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
     state = torch.random.get_rng_state()
-    grab = []
-    for spec in (dict(), dict(), dict(seed=1), dict(seed=7, dtype="float64")):
-        _attention_case(spec, CPU).run(grab.append)
+    grab = [check_simple_self_attention.build(spec).args["x"]
+            for spec in (dict(), dict(), dict(seed=1), dict(seed=7, dtype="float64"), dict(seed=7))]
     assert torch.equal(torch.random.get_rng_state(), state)
     assert torch.equal(grab[0], grab[1]) and not torch.equal(grab[0], grab[2])
-    seven = []
-    _attention_case(dict(seed=7), CPU).run(seven.append)
-    assert torch.equal(grab[3].float(), seven[0])  # the same numbers in every dtype
+    assert torch.equal(grab[3].float(), grab[4])  # the same numbers in every dtype
 
 
 def test_reference_weights_agree_with_pytorch_output():
     for spec in (dict(), dict(B=1, L=4, D=512, std=0.2), dict(dtype="float64", L=1)):
-        case = _attention_case(spec, CPU)
-        x = []
-        case.run(x.append)
+        case = judged(check_simple_self_attention, spec)
         weights, output = case.expected["weights"], case.expected["output"]
-        torch.testing.assert_close(weights @ x[0].double(), output, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(weights @ case.x.args["x"], output, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
 
 
