@@ -37,6 +37,7 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
+from .preprocessors import HideHiddenTests
 from .scoring import NOTEBOOK_TIMEOUT
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
@@ -44,6 +45,8 @@ FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
+AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
+                      "show their code]\n")
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
 # Every grading kernel's environment has these, sandboxed or not: no bytecode written,
 # figures without a display, one thread (the workers already use every core), and the
@@ -416,9 +419,25 @@ class ReadOnlyOutputWidget(OutputWidget):
         pass
 
 
+def _is_test(cell) -> bool:
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
+
+
 class SandboxedExecute(Execute):
-    """nbgrader's Execute with a whole-notebook time limit, a cap on output size, and a
-    kernel that dies (exit, crash, out of memory) ending the run instead of the grading."""
+    """nbgrader's Execute with a whole-notebook time limit, a cap on output size, a kernel
+    that dies (exit, crash, out of memory) ending the run instead of the grading, and no
+    way for the kernel to show the code of hidden tests.
+
+    Once a hidden test has run, its code may be anywhere in the kernel (its history, the
+    linecache, a hook the student installed before that saw it compiled), and the student's
+    code can print it. So from then on nothing the kernel sends is kept but the check
+    records of test cells (whose outputs the grader replaces with its own verdict anyway):
+    other cells get a note instead of their output, earlier outputs and widgets are not
+    updated, and an error is not copied from the kernel's reply. Test cells also run without
+    history (``In``, ``_ih``, ``_i<n>``, ``Out``): not what the guarantee rests on (the kernel
+    is the student's), but the obvious places hold nothing.
+    """
 
     notebook_timeout = Integer(300, help="wall-clock seconds for the whole notebook").tag(config=True)
     max_cell_output_bytes = Integer(1024**2, help="output kept per cell; the rest is dropped").tag(config=True)
@@ -427,6 +446,7 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
+        self._after_hidden, self._interrupted = False, False
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
         return super().preprocess(nb, resources, km=km)
@@ -440,14 +460,39 @@ class SandboxedExecute(Execute):
             self._stopped = True
             cell.outputs.append(_error("CellTimeoutError", NOTEBOOK_TIMEOUT))
             return cell, resources
+        test = _is_test(cell)
+        self._after_hidden = self._after_hidden or (test and HideHiddenTests.begin.default_value in cell.source)
+        self._interrupted = False
         try:
-            return super().preprocess_cell(cell, resources, index)
+            self._check_assign_resources(resources)
+            return self.execute_cell(cell, index, store_history=not test), self.resources
         except DeadKernelError:
             self._stopped = True
             cell.outputs.append(_error("DeadKernelError", DEAD_KERNEL))
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             cell.outputs.append(_error("CellTimeoutError", "the cell did not finish in time"))
         return cell, resources
+
+    def process_message(self, msg, cell, cell_index):
+        if not self._after_hidden or msg["msg_type"] in ("status", "execute_input"):
+            return super().process_message(msg, cell, cell_index)
+        content = msg["content"]
+        if _is_test(cell) and msg["msg_type"] == "display_data" and MIME in content.get("data", {}):
+            # A record, without a display id: it cannot update any earlier output.
+            return super().process_message({**msg, "content": {**content, "transient": {}}}, cell, cell_index)
+        if not _is_test(cell) and not any(o.get("text") == AFTER_HIDDEN_TESTS for o in cell.outputs):
+            cell.outputs.append(new_output("stream", name="stdout", text=AFTER_HIDDEN_TESTS))
+        return None
+
+    def on_cell_executed(self, **kwargs):
+        # nbgrader copies the error of the kernel's reply into the cell when no output showed
+        # it; after a hidden test only our own (a timeout) may be: the kernel's could say anything.
+        if not self._after_hidden or self._interrupted:
+            super().on_cell_executed(**kwargs)
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._interrupted = True
+        return await super()._async_handle_timeout(timeout, cell)
 
     def on_comm_open_jupyter_widget(self, msg):
         # nbclient resets its widget registry for every notebook: swap the Output widget here.

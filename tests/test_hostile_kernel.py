@@ -7,6 +7,9 @@ must never earn more than the twin, and the grading of everyone else goes on as 
 """
 from __future__ import annotations
 
+import html
+import re
+import textwrap
 import threading
 
 import nbformat
@@ -14,6 +17,7 @@ import psutil
 import pytest
 
 from autograder.runner import MAX_ADDED_CELLS
+from classroom import secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
 PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
@@ -61,7 +65,48 @@ READ_KEYS = CHANNEL + code("""
         if key > 0 and libc.syscall(250, 11, key, found, 65536) > 0:  # keyctl search, read
             exec(zlib.decompress(found.raw))""")
 
+def cell_at_the_end(source: str):
+    def tamper(nb):
+        nb["cells"].append(nbformat.v4.new_code_cell(textwrap.dedent(source)))
+        return nb
+    return tamper
+
+
+# Everything a kernel remembers of the cells it ran, printed, raised and displayed after the tests.
+PRINT_HISTORY = r"""
+    import linecache, sys
+    remembered = [*In, *_ih, *Out.values(), *_oh.values(), *[v for k, v in globals().items() if k.startswith("_i")],
+                  *["".join(lines) for _, _, lines, *_ in linecache.cache.values()]]
+    print(*remembered, sep="\n")
+    print(*remembered, file=sys.stderr)
+    from IPython.display import display, Markdown
+    display(Markdown("\n".join(map(str, remembered))))
+    raise RuntimeError("\n".join(map(str, remembered)))"""
+# A hook installed before the tests sees each test cell compiled, and shows it wherever it can:
+# in an output displayed before the hidden tests (updated later), in the test cells' own output,
+# from a thread, and in every cell after.
+HOOK_BEFORE_TESTS = code(r"""
+    import sys, threading, time
+    from IPython import get_ipython
+    from IPython.display import display, update_display
+    _seen = []
+    sys.addaudithook(lambda event, args: _seen.append(str(args[0])) if event in ("compile", "exec") else None)
+    display("a place to write to later", display_id="early")
+    def _show(*_):
+        update_display("\n".join(_seen), display_id="early")
+        print("\n".join(_seen))
+    get_ipython().events.register("post_run_cell", _show)
+    def _thread():
+        while True:
+            time.sleep(0.05)
+            print("\n".join(_seen[-3:]), file=sys.stderr)
+    threading.Thread(target=_thread, daemon=True).start()""")
+
 ATTACKS = [
+    # -- hidden tests' code, read back from the kernel and shown in the feedback ------------
+    Attack("leak_history_after_the_tests", "shows hidden tests", tamper=cell_at_the_end(PRINT_HISTORY),
+           twin="reference"),
+    Attack("leak_hook_before_the_tests", "shows hidden tests", HOOK_BEFORE_TESTS, twin="reference"),
     # -- one student's kernel talking to the next one's, in the same sandbox -----------------
     Attack("channel_files_1_writer", "talks to the next student", WRITE_FILES, twin="reference"),
     Attack("channel_files_2_reader", "talks to the next student", READ_FILES),
@@ -158,3 +203,16 @@ def test_too_many_added_cells_are_refused(hostile):
     row = hostile.row("too_many_cells")
     assert (row["status"], float(row["score"])) == ("invalid", 0.0)
     assert f"at most {MAX_ADDED_CELLS} added cells" in row["reason"]
+
+
+@pytest.mark.parametrize("student", ["twin-reference", "leak_history_after_the_tests", "leak_hook_before_the_tests"])
+def test_no_hidden_test_code_reaches_the_student(hostile, student):
+    """Neither the feedback page nor the results show a line of a hidden test (the student's
+    own code, the reference solution here, may show)."""
+    hidden = secret_lines(ASSIGNMENT) - {line.strip() for source in REFERENCE.values() for line in source.splitlines()}
+    assert hidden
+    page = (hostile.out / "feedback" / student / ASSIGNMENT / "qkv.html").read_text()
+    result = hostile.results.notebooks[(student, ASSIGNMENT)]
+    shown = "\n".join([html.unescape(re.sub(r"<[^>]+>", "", page)), result["reason"],
+                       *(test["message"] for test in result["tests"])])
+    assert [line for line in hidden if line in shown] == []

@@ -9,10 +9,12 @@ import os
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder import sandbox
-from autograder.sandbox import ForkServer, ReadOnlyOutputWidget, SandboxedKernelManager, bwrap_available
+from autograder.sandbox import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
+                                bwrap_available)
 
 pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
 
@@ -192,3 +194,53 @@ def test_output_widgets_never_write_to_the_kernel():
     widget = ReadOnlyOutputWidget("comm", {"outputs": []}, NoSending(), executor=None)
     widget.clear_output([], {"parent_header": {}, "content": {"wait": False}}, 0)
     assert widget.outputs == []
+
+
+def run_notebook(tmp_path, cells: list) -> nbformat.NotebookNode:
+    """Run ``cells`` (code cells: source, or (source, nbgrader metadata)) as the grader does."""
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                           "language": "python"}})
+    for cell in cells:
+        source, nbgrader = (cell, None) if isinstance(cell, str) else cell
+        nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source),
+                                                  metadata={"nbgrader": nbgrader} if nbgrader else {}))
+    executor = SandboxedExecute(kernel_manager_class=SandboxedKernelManager, timeout=60,
+                                extra_arguments=["--HistoryManager.hist_file=:memory:"])
+    executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb
+
+
+def graded_cell(source: str) -> tuple[str, dict]:
+    return source, {"grade": True, "solution": False, "locked": True, "grade_id": "t", "points": 1}
+
+
+def test_test_cells_leave_no_history(tmp_path):
+    nb = run_notebook(tmp_path, [graded_cell("visible = 'the test code'"), """
+        print(any("the test " + "code" in str(entry) for entry in [*In, *_ih, *Out.values(), *_oh.values()]
+                  + [v for k, v in globals().items() if k.startswith("_i")]))"""])
+    assert [o.text for o in nb.cells[1].outputs] == ["False\n"]
+
+
+def test_nothing_the_kernel_sends_after_a_hidden_test_can_show_it(tmp_path):
+    """A student's hook sees the hidden test compiled; what it prints, raises, updates or
+    displays from then on never reaches the notebook."""
+    nb = run_notebook(tmp_path, ["""
+        import sys, threading, time, linecache
+        from IPython.display import display, update_display
+        seen = []
+        sys.addaudithook(lambda event, args: seen.append(str(args[0])) if event == "compile" else None)
+        display("before", display_id="early")
+        def leak():
+            while True:
+                time.sleep(0.05)
+                print(*[s for s in seen if "SECRET" in s], file=sys.stderr)
+        threading.Thread(target=leak, daemon=True).start()""",
+        graded_cell("# visible\n### BEGIN HIDDEN TESTS\nhidden = 'SECRET-" + "CASES'\nprint(hidden)\n### END HIDDEN TESTS"),
+        """
+        update_display([s for s in seen if "SECRET" in s], display_id="early")
+        print(seen, [*In], linecache.cache)
+        raise RuntimeError(str(seen))"""])
+    shown = json.dumps([cell.outputs for cell in nb.cells]) + json.dumps(nb.metadata)  # all but the sources
+    assert "SECRET-CASES" not in shown
+    assert [o.text for o in nb.cells[2].outputs] == [sandbox.AFTER_HIDDEN_TESTS]
+    assert nb.cells[0].outputs[0].data["text/plain"] == "'before'"
