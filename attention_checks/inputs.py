@@ -70,3 +70,21 @@ def load_student_module(module, state: dict[str, torch.Tensor], what: str, names
                            f"{', '.join(result.unexpected_keys)}; name its parameters {names}, as nn.Linear "
                            "submodules or nn.Parameter attributes")
     return module.eval()
+
+
+def plain_number(x):
+    """What a check records of a returned number: a Python int when it is integral, else a float
+    (numpy scalars, one-element tensors, 1088.0 included), so that 1088.0 counts as the count 1088
+    and np.float32(0.125) as the factor 0.125; anything else as it is (the report shows it)."""
+    import numbers
+
+    try:
+        if isinstance(x, torch.Tensor):
+            if x.numel() != 1 or x.is_complex():
+                return x
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            return x
+        return int(x) if float(x).is_integer() else float(x)
+    except Exception:  # noqa: BLE001 - the student's object: recorded as it is
+        return x

@@ -23,7 +23,6 @@ judges the outputs against nn.MultiheadAttention(E, H, bias=bias, batch_first=Tr
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import torch
@@ -32,25 +31,10 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
 from .core import as_dtype, describe, randn
-from .inputs import block_mask, build_student_module, load_student_module
+from .inputs import block_mask, build_student_module, load_student_module, plain_number
 from .registry import Check, Inputs, declare
 
 NEG_INF = float("-inf")
-
-
-def _plain_number(x: Any) -> Any:
-    """A Python int for an integral number (numpy, 0-dim tensor, 1088.0), else x as it is: a count
-    returned as 1088.0 or torch.tensor(1088) is the count."""
-    try:
-        if isinstance(x, torch.Tensor):
-            if x.numel() != 1:
-                return x
-            x = x.item()
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            return x
-        return int(x) if float(x).is_integer() else float(x)
-    except Exception:  # noqa: BLE001 - the student's object: recorded as it is
-        return x
 
 
 # --------------------------------------------------------------------------
@@ -227,7 +211,7 @@ def _cost_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
 
 
 def _call_for_number(fn: Any, x: Inputs, c: dict[str, Any]) -> Any:
-    return _plain_number(fn(*x.args.values(), **x.kwargs))
+    return plain_number(fn(*x.args.values(), **x.kwargs))
 
 
 check_mha_parameter_count = declare(Check(
