@@ -22,13 +22,10 @@ import torch.nn.functional as F
 
 from attention_checks import CheckFailed
 from attention_checks.core import ForbiddenCalls
+from attention_checks.answers.judging import judged
 from attention_checks.softmax_scaling import (
     FORBIDDEN_SOFTMAX,
-    _scale_case,
-    _scores_case,
-    _softmax_case,
     _some_masked,
-    _variance_case,
     check_dot_product_variance,
     check_scaled_scores,
     check_score_scale,
@@ -40,12 +37,8 @@ from notebook_harness import _nbgrader, tf32 as _tf32
 ASSIGNMENT = "02-softmax-scaling"
 NB = SourceNotebook(ASSIGNMENT)
 CPU = torch.device("cpu")
-FUNCTIONS = {
-    "softmax": (check_softmax, _softmax_case),
-    "scaled_scores": (check_scaled_scores, _scores_case),
-    "dot_product_variance": (check_dot_product_variance, _variance_case),
-    "score_scale": (check_score_scale, lambda spec, device: _scale_case(spec)),
-}
+FUNCTIONS = {"softmax": check_softmax, "scaled_scores": check_scaled_scores,
+             "dot_product_variance": check_dot_product_variance, "score_scale": check_score_scale}
 WIDGET_CELLS = ["widget_variance", "widget_width"]
 
 
@@ -126,19 +119,19 @@ def test_corpus_student(entry):
 
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_every_known_mistake_fails_a_visible_case(function):
-    assert NB.uncaught_mistakes(function, FUNCTIONS[function][1], CPU) == set()
+    assert NB.uncaught_mistakes(FUNCTIONS[function]) == set()
 
 
-def _grab(case) -> list:
-    got = []
-    case.run(lambda *args, **kwargs: got.append((args, kwargs)))
-    return got[0]
+def _grab(spec: dict) -> tuple[tuple, dict]:
+    """The arguments a softmax case passes to the student's function."""
+    x = check_softmax.build(spec)
+    return tuple(x.args.values()), x.kwargs
 
 
 def test_softmax_inputs():
     state = torch.random.get_rng_state()
-    (a,), _ = _grab(_softmax_case(dict(neg_inf=True, shape=(6, 2, 4), dim=0), CPU))
-    (b,), kwargs = _grab(_softmax_case(dict(neg_inf=True, shape=(6, 2, 4), dim=0), CPU))
+    (a,), _ = _grab(dict(neg_inf=True, shape=(6, 2, 4), dim=0))
+    (b,), kwargs = _grab(dict(neg_inf=True, shape=(6, 2, 4), dim=0))
     assert torch.equal(torch.random.get_rng_state(), state)
     assert torch.equal(a, b) and kwargs == {"dim": 0}
     masked = a.isneginf()
@@ -146,12 +139,12 @@ def test_softmax_inputs():
     for shape in [(5, 2), (3, 4, 7), (2, 2, 1, 3), (4, 1)]:
         mask = _some_masked(shape, torch.Generator().manual_seed(0))
         assert (~mask).any(-1).all() and (mask.any(-1).all() or shape[-1] == 1)
-    (big,), _ = _grab(_softmax_case(dict(shift=1e4), CPU))
+    (big,), _ = _grab(dict(shift=1e4))
     assert (big > 9990).all() and big.dtype == torch.float32
-    (spread,), _ = _grab(_softmax_case(dict(std=1e4, dtype="float64"), CPU))
+    (spread,), _ = _grab(dict(std=1e4, dtype="float64"))
     assert spread.abs().max() > 1e3 and spread.dtype == torch.float64
     for spec in (dict(shift=1e4), dict(shift=-1e4), dict(std=1e4), dict(neg_inf=True, std=1e4)):
-        expected = _softmax_case(spec, CPU).expected["softmax"]
+        expected = judged(check_softmax, spec).expected["softmax"]
         assert expected.isfinite().all() and torch.allclose(expected.sum(-1), torch.ones(2, dtype=torch.float64))
 
 

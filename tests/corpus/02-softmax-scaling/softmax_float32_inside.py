@@ -1,6 +1,6 @@
 # Computes in float32 whatever the input: float64 inputs get float32 outputs.
 # expect: partial
-# hint: expected float64 (the input's)
+# hint: must have the inputs' dtype (float64)
 # %% cell: softmax
 def softmax(x, dim=-1):
     x = x.float()
