@@ -434,3 +434,41 @@ def test_interactives_move_their_plots(chromium, site_url, page_name):
         toggles = check_toggles(page, page_name)
         assert sliders + toggles >= len(found)
         assert not [e for e in page.errors if e.startswith("uncaught")], page.errors
+
+
+# -- check your understanding ---------------------------------------------------------------------
+ANSWERS = """(() => {
+    const section = document.getElementById("check-your-understanding");
+    if (!section) return null;
+    return [...section.querySelectorAll(".dropdown.admonition")].map(a => {
+        const body = [...a.children].filter(c => !c.classList.contains("admonition-title")
+                                               && !c.classList.contains("toggle-button"));
+        return {visible: body.some(c => c.offsetHeight > 0 && getComputedStyle(c).visibility !== "hidden"),
+                text: body.map(c => c.textContent).join(" ").trim().length};
+    });
+})()"""
+
+ANSWER_TITLE = """((i) => {
+    const a = document.getElementById("check-your-understanding").querySelectorAll(".dropdown.admonition")[i];
+    const t = a.querySelector("button.toggle-button") || a.querySelector(".admonition-title");
+    t.scrollIntoView({block: "center"});
+    const r = t.getBoundingClientRect();
+    return {x: r.left + Math.min(40, r.width / 2), y: r.top + r.height / 2};
+})"""
+
+
+@pytest.mark.parametrize("page_name", [p for p in CHAPTERS if "01" <= p[5:7] <= "06"])
+def test_chapter_ends_with_questions_whose_answers_unfold(chromium, site_url, page_name):
+    """Chapters 01-06 end with 3-5 questions; each answer is folded away and opens with a click."""
+    with opened(chromium, site_url + page_name + ".html") as page:
+        answers = page.evaluate(ANSWERS)
+        assert answers is not None, f"{page_name}: no 'Check your understanding' section"
+        assert 3 <= len(answers) <= 5, f"{page_name}: {len(answers)} questions"
+        assert all(a["text"] > 20 for a in answers), answers
+        assert not any(a["visible"] for a in answers), f"{page_name}: an answer is shown before it is opened"
+        for i in range(len(answers)):
+            at = page.evaluate(f"{ANSWER_TITLE}({i})")
+            click(page, at["x"], at["y"])
+        page.evaluate("new Promise(r => setTimeout(r, 400))")
+        opened_now = page.evaluate(ANSWERS)
+        assert all(a["visible"] for a in opened_now), f"{page_name}: answers that do not open: {opened_now}"
