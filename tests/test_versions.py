@@ -1,0 +1,99 @@
+"""The versions the grader was written for: the private jupyter_client, nbconvert and
+nbclient methods it overrides or calls must be there, taking what it passes.
+
+A renamed private method would not fail loudly: the override would simply never run (no
+sandbox, no time limit, no sanitised feedback). So the installed versions must be in the
+ranges of requirements.txt, and each method is checked here, by name, async-ness and
+parameters. Checked against the lowest versions of the ranges (jupyter_client 8.6.0,
+nbconvert 7.16.0, nbclient 0.10.0) and the installed ones.
+"""
+from __future__ import annotations
+
+import inspect
+from importlib.metadata import version
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.output_widget import OutputWidget
+from nbconvert.exporters import Exporter, HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbconvert.preprocessors.sanitize import SanitizeHTML
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements.txt"
+PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "bleach"]
+
+# (class, method, the parameters the grader passes or receives, in order, whether it is async)
+OVERRIDDEN = [
+    # sandbox.py: SandboxedKernelManager and SandboxedKernelClient
+    (AsyncKernelManager, "_async_pre_start_kernel", [], True),
+    (AsyncKernelManager, "_async_launch_kernel", ["kernel_cmd"], True),
+    (AsyncKernelManager, "_async_cleanup_resources", ["restart"], True),
+    (AsyncKernelManager, "_reconcile_connection_info", ["info"], False),
+    (AsyncKernelClient, "wait_for_ready", ["timeout"], True),
+    (AsyncKernelClient, "_handle_kernel_info_reply", ["msg"], False),
+    (AsyncKernelClient, "_async_is_alive", [], True),
+    # sandbox.py: SandboxedExecute (nbgrader's Execute is an nbclient NotebookClient), ReadOnlyOutputWidget
+    (NotebookClient, "output", ["outs", "msg", "display_id", "cell_index"], False),
+    (NotebookClient, "on_comm_open_jupyter_widget", ["msg"], False),
+    (OutputWidget, "sync_state", [], False),
+    # exporters.py and feedback.py
+    (Exporter, "_validate_preprocessor", ["nbc", "preprocessor"], False),
+    (TemplateExporter, "_create_environment", [], False),
+    (HTMLExporter, "_init_resources", ["resources"], False),
+    (HTMLExporter, "markdown2html", ["context", "source"], False),
+    (Highlight2HTML, "__call__", ["source", "language", "metadata"], False),
+    (WidgetsDataTypeFilter, "__init__", ["notebook_metadata", "resources"], False),
+    (SanitizeHTML, "sanitize_code_outputs", ["outputs"], False),
+    (SanitizeHTML, "sanitize_html_tags", ["html_str"], False),
+]
+
+
+def requirement(name: str) -> Requirement:
+    lines = [line.split("#")[0].strip() for line in REQUIREMENTS.read_text().splitlines()]
+    found = [Requirement(line) for line in lines if line and canonicalize_name(Requirement(line).name) ==
+             canonicalize_name(name)]
+    assert len(found) == 1, f"requirements.txt must pin {name} once, with a range"
+    return found[0]
+
+
+@pytest.mark.parametrize("name", PINNED)
+def test_the_installed_version_is_in_the_range_the_grader_was_written_for(name):
+    pinned, installed = requirement(name), version(name)
+    assert pinned.specifier and any(s.operator == "<" for s in pinned.specifier), f"{pinned}: no upper bound"
+    assert pinned.specifier.contains(installed, prereleases=True), (
+        f"{name} {installed} is installed, but the grader overrides its private methods as of {pinned} "
+        f"(requirements.txt): install a version in that range, or run tests/test_versions.py with the new "
+        "version and update the overrides and the range")
+
+
+@pytest.mark.parametrize("cls, method, parameters, is_async", OVERRIDDEN, ids=lambda x: getattr(x, "__name__", x))
+def test_each_overridden_method_is_there_as_the_grader_expects(cls, method, parameters, is_async):
+    where = f"{cls.__module__}.{cls.__name__}.{method}"
+    assert hasattr(cls, method), f"{where} is gone: the grader's override of it would never run"
+    function = getattr(cls, method)
+    assert inspect.iscoroutinefunction(function) == is_async, f"{where}: async is now {not is_async}"
+    found = [p for p in inspect.signature(function).parameters.values() if p.name != "self"]
+    named = [p.name for p in found if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    assert named[:len(parameters)] == parameters, f"{where}: parameters {named}, the grader expects {parameters}"
+    required = [p.name for p in found[len(parameters):] if p.default is p.empty and
+                p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    assert not required, f"{where}: new required parameters {required}, which the grader does not pass"
+
+
+def test_the_attributes_the_grader_reads_are_there():
+    """Not methods, but read or replaced by the grader all the same."""
+    exporter = HTMLExporter()
+    assert isinstance(exporter._nb_metadata, dict)  # feedback.py: the widgets filter's metadata
+    client = NotebookClient(nbformat.v4.new_notebook())
+    client.reset_execution_trackers()
+    assert "@jupyter-widgets/output" in client.widget_registry  # sandbox.py swaps the Output widget
+    assert "timeout_func" in client.trait_names()  # sandbox.py: the notebook's deadline
+    from nbconvert.filters.markdown_mistune import InvalidNotebook  # feedback.py: a lost attachment
+    assert issubclass(InvalidNotebook, Exception)
