@@ -1,21 +1,20 @@
 """Outcomes of a check: recorded in the student's kernel, judged by the grader.
 
 When the autograder runs a notebook it sets ``ATTENTION_CHECKS_RECORD=1``. Each check
-then also displays what the student's code returned for each case (an *outcome*) as a
-JSON output of its test cell. The grader re-runs the test cell in its own process,
-where the same check takes those outcomes instead of calling student code, and judges
-them against references computed there. So code in the student's kernel can change
-what its functions return (which is their right), but never the verdict.
+then only displays what the student's code returned for each case (an *outcome*) as a
+JSON output of its test cell, its *record*. The grader re-runs the test cell in its own
+process, where each check takes the next record instead of calling student code, and
+judges it against references computed there (autograder.judge). So code in the student's
+kernel can change what its functions return (which is their right), but never the verdict.
+Records are data: decoded without pickle, anything malformed an error of its case.
 """
 from __future__ import annotations
 
 import base64
-import contextlib
 import numbers
-import contextvars
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -128,52 +127,3 @@ def _decode(data: Any) -> Any:
 def device_name(tensor: torch.Tensor) -> str:
     """The device a tensor was on where the student's code ran."""
     return getattr(tensor, "_recorded_device", None) or str(tensor.device)
-
-
-# --------------------------------------------------------------------------
-# replay: the grader's side
-
-
-class Replay:
-    """The records of one test cell, and the grader's own scan for forbidden calls.
-
-    ``forbidden_uses(student_object, names)`` returns the names among ``names`` that
-    the student's code uses (the grader reads the source; see autograder.judge).
-    """
-
-    def __init__(self, records: Sequence[dict], forbidden_uses: Callable[[Any, Sequence[str]], list[str]]):
-        self.records = list(records)
-        self.forbidden_uses = forbidden_uses
-        self.tampered = False  # a record that is not the next one the test cell's checks emit
-
-    def take(self, check: str) -> dict | None:
-        """The next record, which must be this check's: the genuine checks of a test cell emit
-        exactly one record each, in order. Anything else was forged."""
-        if not self.records:
-            return None  # the cell did not run to this check: no record, no points
-        record = self.records.pop(0)
-        if isinstance(record, dict) and record.get("check") == check:
-            return record
-        self.tampered = True
-        return None
-
-    @property
-    def genuine(self) -> bool:
-        """Every record was taken, each by the check that emits it."""
-        return not self.tampered and not self.records
-
-
-_current: contextvars.ContextVar[Replay | None] = contextvars.ContextVar("attention_checks_replay", default=None)
-
-
-def current_replay() -> Replay | None:
-    return _current.get()
-
-
-@contextlib.contextmanager
-def replaying(replay: Replay):
-    token = _current.set(replay)
-    try:
-        yield replay
-    finally:
-        _current.reset(token)

@@ -1,33 +1,31 @@
 """The grader's verdict on every test cell, computed outside the student's kernel.
 
-In the kernel, each check records what the student's code returned (see
-``attention_checks.record``); what it printed or raised there is only for the
-student. ``JudgeTests`` replaces the outputs of each test cell by running the test
-cell's own source (restored from the source notebook) in the grader's process, where
-the checks rebuild their cases, compute the references and judge the recorded
-outcomes. Monkeypatching the checks, torch or the verdict inside the kernel changes
-nothing here. The grader also reads the student's source for forbidden calls, since a
-kernel could hide them from the in-kernel detector.
+In the kernel, each check only records what the student's code returned (see
+``attention_checks.record``); the kernel holds inputs, never an answer. ``JudgeTests``
+replaces the outputs of each test cell by running the test cell's own source (restored
+from the source notebook) in the grader's process, where each check name means
+``JudgedCheck``: take the cell's next record, rebuild the cases, compute the references
+(``attention_checks.answers``) and judge. Monkeypatching the checks, torch or the verdict
+inside the kernel changes nothing here; a record the cell's checks did not emit scores the
+cell 0. The grader also reads the student's source for forbidden calls
+(``autograder.scanner``), since a kernel could hide them from the in-kernel detector.
 """
 from __future__ import annotations
 
 import ast
 import builtins
 import contextlib
-import importlib
 import io
-import pkgutil
-from typing import Any
+from typing import Any, Sequence
 
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-import attention_checks
-from attention_checks.core import CheckFailed, PartialCredit
 from attention_checks import registry
 from attention_checks.answers.judging import judge_records
-from attention_checks.record import MIME, Replay, replaying
+from attention_checks.core import CheckFailed, PartialCredit
+from attention_checks.record import MIME
 
 from .scanner import SourceScanner, StudentObject
 
@@ -61,17 +59,27 @@ class _CellNamespace(dict):
         return StudentObject(name)
 
 
-def check_functions() -> dict[str, Any]:
-    """Every ``check_*`` function of the course's check modules, by name (declared checks
-    and the functions of modules not yet declared in the registry)."""
-    found = {}
-    for info in pkgutil.iter_modules(attention_checks.__path__):
-        if info.name == "answers":
-            continue
-        module = importlib.import_module(f"{attention_checks.__name__}.{info.name}")
-        found.update({name: getattr(module, name) for name in dir(module) if name.startswith("check_")})
-    found.update(registry.load_all())
-    return found
+class Replay:
+    """A test cell's records, taken in order by the checks the grader re-runs. The genuine
+    checks of a test cell emit exactly one record each, in order: anything else was forged."""
+
+    def __init__(self, records: Sequence[Any]):
+        self.records = list(records)
+        self.tampered = False
+
+    def take(self, check: str) -> dict | None:
+        if not self.records:
+            return None  # the cell did not run to this check: no record, no points
+        record = self.records.pop(0)
+        if isinstance(record, dict) and record.get("check") == check:
+            return record
+        self.tampered = True
+        return None
+
+    @property
+    def genuine(self) -> bool:
+        """Every record was taken, each by the check that emits it."""
+        return not self.tampered and not self.records
 
 
 class JudgedCheck:
@@ -79,12 +87,12 @@ class JudgedCheck:
     cell's next record against the references built here, with the forbidden uses found in
     the student's source."""
 
-    def __init__(self, check: registry.Check, replay: Replay):
-        self.check, self.replay = check, replay
+    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner):
+        self.check, self.replay, self.scanner = check, replay, scanner
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None):
         __tracebackhide__ = True
-        found = self.replay.forbidden_uses(student, sorted(set(self.check.forbidden.values())))
+        found = self.scanner.uses(student, sorted(set(self.check.forbidden.values())))
         record = self.replay.take(self.check.name)
         return judge_records(self.check, record, cases, points=points, found=found).deliver()
 
@@ -105,22 +113,22 @@ class JudgeTests(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         scanner = SourceScanner([c.source for c in nb.cells if is_student_cell(c)])
-        shared = {"__builtins__": builtins, **check_functions()}
         for cell in nb.cells:
             if is_test_cell(cell):
-                cell.outputs = self.judge(cell, dict(shared), scanner)
+                cell.outputs = self.judge(cell, scanner)
         return nb, resources
 
-    def judge(self, cell, shared: dict, scanner: SourceScanner) -> list:
+    def judge(self, cell, scanner: SourceScanner) -> list:
         kept = [o for o in cell.outputs if o.output_type == "error" and o.get("ename") in EXECUTOR_ERRORS]
         records = [o.data[MIME] for o in cell.outputs
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, outputs = io.StringIO(), []
-        replay = Replay(records, scanner.uses)
-        shared.update({name: JudgedCheck(check, replay) for name, check in shared.items()
-                       if isinstance(check, registry.Check)})
+        replay = Replay(records)
+        # the check names mean: judge the cell's next record (every other name is the student's)
+        shared = {"__builtins__": builtins,
+                  **{name: JudgedCheck(check, replay, scanner) for name, check in registry.load_all().items()}}
         try:
-            with replaying(replay), contextlib.redirect_stdout(printed):
+            with contextlib.redirect_stdout(printed):
                 result = run_test_source(cell.source, shared)
         except CheckFailed as failure:
             result, error = None, ("CheckFailed", str(failure))

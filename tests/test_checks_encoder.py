@@ -1,221 +1,38 @@
-"""Fast in-process tests of attention_checks.encoder, driven by the 06-encoder source notebook.
-
-As in test_attention_checks.py (whose helpers this file imports), the notebook's own cells run
-here, and each test cell is scored with nbgrader's `determine_grade` on the outputs a kernel
-would record.
-"""
+"""What is specific to 06-encoder's checks: PyTorch's own modules earn nothing, references and
+the given layer agree with PyTorch, the cases build modules as they say, the TF32 and float64
+tolerances, diagnoses the corpus does not cover, and the grader's verdict equals the kernel's.
+(Layout, full marks, stub and corpus: tests/test_declared_checks.py.)"""
 from __future__ import annotations
 
-import ast
 import contextlib
 import copy
 import io
 import math
-import re
-import sys
-from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from notebook_harness import _corpus, _python, run_test_cell, tf32 as _tf32  # noqa: E402
-
-from attention_checks import CheckFailed  # noqa: E402
-from attention_checks import encoder as enc  # noqa: E402
-from attention_checks.encoder import (  # noqa: E402
+from attention_checks import CheckFailed
+from attention_checks import encoder as enc
+from attention_checks.answers.encoder import encoder_layer_reference, positional_encoding_reference
+from attention_checks.answers.judging import answer_for, judge_records, judged
+from attention_checks.core import generator, with_defaults
+from attention_checks.encoder import (
     check_encoder,
     check_encoder_layer,
     check_feed_forward,
     check_layer_norm,
     check_positional_encoding,
 )
+from attention_checks.probe import probe_all
+from attention_checks.record import _encode_outcome
+from notebook_harness import SourceNotebook, run_test_cell, tf32
 
-NOTEBOOK = ROOT / "solutions" / "06-encoder" / "encoder.ipynb"
-CORPUS = ROOT / "tests" / "corpus" / "06-encoder"
+NB = SourceNotebook("06-encoder")
 CPU = torch.device("cpu")
-CHECKS = {  # solution cell -> (check function, the student object it checks)
-    "layer_norm": ("check_layer_norm", "LayerNorm"),
-    "positional_encoding": ("check_positional_encoding", "positional_encoding"),
-    "feed_forward": ("check_feed_forward", "FeedForward"),
-    "encoder_layer": ("check_encoder_layer", "EncoderLayer"),
-    "encoder": ("check_encoder", "Encoder"),
-}
-
-
-# --------------------------------------------------------------------------
-# the notebook, cell by cell
-
-
-def _nbgrader(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
-
-
-NB = nbformat.read(NOTEBOOK, as_version=4)
-CELLS = {_nbgrader(c)["grade_id"]: c for c in NB.cells}
-SOLUTIONS = {gid: c.source for gid, c in CELLS.items() if _nbgrader(c).get("solution")}
-TESTS = {gid: c for gid, c in CELLS.items() if _nbgrader(c).get("grade")}
-MAX_SCORE = sum(float(_nbgrader(c)["points"]) for c in TESTS.values())
-
-
-def student(answers: dict[str, str] | None = None) -> dict:
-    """The namespace of a kernel that ran the setup cell and the solution cells,
-    each solution cell replaced by answers[grade_id] when given."""
-    namespace: dict = {}
-    with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(_python(CELLS["setup"].source), "<setup>", "exec"), namespace)
-        for gid, source in SOLUTIONS.items():
-            exec(compile((answers or {}).get(gid, source), f"<{gid}>", "exec"), namespace)
-    return namespace
-
-
-def grade_all(answers: dict[str, str] | None = None, namespace: dict | None = None) -> dict[str, tuple[float, str]]:
-    namespace = namespace if namespace is not None else student(answers)
-    return {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items()}
-
-
-REFERENCE = student()
-
-
-def _item(test_gid: str) -> str:
-    """The solution cell a test cell grades."""
-    (item,) = [gid for gid, (check, _) in CHECKS.items() if f"{check}(" in TESTS[test_gid].source]
-    return item
-
-
-# --------------------------------------------------------------------------
-# the notebook's structure
-
-
-def test_notebook_layout():
-    assert NB.metadata.kernelspec.name == "python3"
-    assert len(CELLS) == len(NB.cells), "grade_ids must be unique"
-    assert set(SOLUTIONS) == set(CHECKS)
-    for gid, source in SOLUTIONS.items():
-        assert "### BEGIN SOLUTION" in source and "### END SOLUTION" in source, gid
-    for cell in NB.cells:
-        meta = _nbgrader(cell)
-        assert meta["schema_version"] == 3 and meta["locked"] == (not meta["solution"]), meta["grade_id"]
-        assert cell.get("id") == meta["grade_id"].replace("_", "-")
-    for item in CHECKS:  # every item has visible and hidden tests
-        tests = [gid for gid in TESTS if _item(gid) == item]
-        hidden = [gid for gid in tests if "### BEGIN HIDDEN TESTS" in TESTS[gid].source]
-        assert hidden and len(hidden) < len(tests), item
-    for gid, cell in TESTS.items():
-        meta = _nbgrader(cell)
-        assert meta["locked"] and not meta["solution"]
-        assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
-        assert not cell.source.rstrip().endswith(";"), gid
-        if "### BEGIN HIDDEN TESTS" in cell.source:
-            assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
-    assert MAX_SCORE == 15
-
-
-@pytest.mark.parametrize("gid", sorted(TESTS))
-def test_test_cells_hold_only_literal_cases_and_one_check(gid):
-    """A comment, optionally a name bound to a literal list of case dicts, and one check call of
-    the student's object as the last expression, using no other name of the notebook."""
-    cell = TESTS[gid]
-    item = _item(gid)
-    check, obj = CHECKS[item]
-    tree = ast.parse(cell.source)
-    *assignments, last = tree.body
-    bound = set()
-    for statement in assignments:
-        assert isinstance(statement, ast.Assign) and len(statement.targets) == 1, gid
-        assert isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.List), gid
-        bound.add(statement.targets[0].id)
-    assert isinstance(last, ast.Expr) and isinstance(last.value, ast.Call), gid
-    call = last.value
-    assert isinstance(call.func, ast.Name) and call.func.id == check
-    assert [a.id for a in call.args if isinstance(a, ast.Name)] == [obj] and len(call.args) == 1
-    assert {k.arg for k in call.keywords} == {"points", "cases"}
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    assert names <= {check, obj, "dict"} | bound, names
-    for node in ast.walk(tree):  # every case is dict(key=literal, ...)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
-            assert not node.args
-            for keyword in node.keywords:
-                ast.literal_eval(keyword.value)
-
-
-def test_setup_cell_has_the_course_bootstrap():
-    qkv = nbformat.read(ROOT / "solutions" / "03-qkv" / "qkv.ipynb", as_version=4)
-    theirs = next(c.source for c in qkv.cells if _nbgrader(c)["grade_id"] == "setup")
-    ours = CELLS["setup"].source
-    for line in theirs.splitlines():
-        if "%pip" in line or "parents" in line or "invalidate_caches" in line or "pick_device" in line:
-            assert line in ours, line
-    assert "from attention_checks.encoder import" in ours
-
-
-def test_visible_text_shows_no_solution_or_hidden_line():
-    """The instructions and visible tests reach every student (and every feedback page)."""
-    from classroom import secret_lines
-
-    visible = "\n".join(c.source for c in NB.cells if c.cell_type == "markdown"
-                        or (_nbgrader(c)["grade_id"] in TESTS and "HIDDEN" not in c.source))
-    assert not [line for line in secret_lines("06-encoder") if line in visible]
-
-
-def test_reference_solution_gets_full_marks():
-    for gid, (points, message) in grade_all(namespace=REFERENCE).items():
-        assert points == float(_nbgrader(TESTS[gid])["points"]), (gid, message)
-        assert message.startswith("✓"), message
-
-
-def test_stub_gets_zero_in_every_test_cell():
-    stubs = {
-        gid: re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "raise NotImplementedError()", source, flags=re.S)
-        for gid, source in SOLUTIONS.items()
-    }
-    for gid, (points, message) in grade_all(stubs).items():
-        assert points == 0, gid
-        assert "not implemented" in message.lower(), message
-
-
-# --------------------------------------------------------------------------
-# the corpus of simulated students
-
-CORPUS_FILES = sorted(CORPUS.glob("*.py"))
-
-
-def test_corpus_covers_every_item():
-    for item in CHECKS:
-        entries = [_corpus(p) for p in CORPUS_FILES if set(_corpus(p)[2]) == {item}]
-        full = [e for e in entries if e[0] == "full"]
-        partial = [e for e in entries if e[0] == "partial" and e[1]]
-        assert len(full) >= 2 and len(partial) >= 4, item
-
-
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=lambda p: p.stem)
-def test_corpus_student(path):
-    """Only the test cells of the items a student changes are run: the items are independent
-    (the Encoder check hands over its own layer), and the reference gets full marks on the others
-    (test_reference_solution_gets_full_marks; tests/test_grading.py grades the whole notebook)."""
-    expect, hint, cells = _corpus(path)
-    assert set(cells) <= set(SOLUTIONS)
-    namespace = student(cells)
-    results = {gid: run_test_cell(cell, namespace) for gid, cell in TESTS.items() if _item(gid) in cells}
-    untouched = sum(float(_nbgrader(cell)["points"]) for gid, cell in TESTS.items() if gid not in results)
-    total = untouched + sum(points for points, _ in results.values())
-    messages = "\n".join(message for _, message in results.values())
-    if expect == "full":
-        assert total == MAX_SCORE, messages
-    else:
-        assert 0 < total < MAX_SCORE, messages
-        if hint:
-            assert hint.lower() in messages.lower(), messages
-
-
-# --------------------------------------------------------------------------
-# reports of a check
+REFERENCE = NB.student()
 
 
 def _report(check, obj, cases, points: float = 1) -> tuple[float, str]:
@@ -329,7 +146,14 @@ def test_allowed_modules_are_not_flagged():
     the Encoder check hands over is not a PyTorch encoder class."""
     assert _report(check_encoder_layer, REFERENCE["EncoderLayer"], LAYER_CASES)[0] == 1
     assert _report(check_encoder, REFERENCE["Encoder"], [dict(padding=True)])[0] == 1
-    assert not isinstance(enc.ReferenceEncoderLayer(8, 2, 16), (nn.TransformerEncoderLayer, nn.TransformerEncoder))
+    assert not isinstance(enc.GivenEncoderLayer(8, 2, 16), (nn.TransformerEncoderLayer, nn.TransformerEncoder))
+
+
+def test_the_given_layer_is_no_answer_to_encoder_layer():
+    """The only encoder layer a grading kernel holds is pre-norm: handed in as EncoderLayer it
+    earns nothing (and is named, like PyTorch's own)."""
+    points, report = _report(check_encoder_layer, enc.GivenEncoderLayer, [dict()])
+    assert points == 0 and "GivenEncoderLayer" in report, report
 
 
 # --------------------------------------------------------------------------
@@ -347,25 +171,32 @@ def _torch_layer(E=8, nhead=2, F_=16, seed=0):
 
 @pytest.mark.parametrize("spec", [dict(), dict(src_mask="causal"), dict(padding=True, batch=3, L=6),
                                   dict(src_mask="random", padding=True, L=7, E=12, nhead=3, F=10)])
-def test_functional_reference_and_reference_layer_agree_with_pytorch(spec):
-    c = enc.with_defaults(spec, enc.LAYER_DEFAULTS)
-    gen = enc.generator(5)
-    x, m, pad, _ = enc._layer_inputs(c, gen, torch.float64)
-    layer = _torch_layer(c["E"], c["nhead"], c["F"])
-    p = {k: v.detach() for k, v in layer.state_dict().items()}
-    kwargs = {k: v for k, v in dict(src_mask=m, src_key_padding_mask=pad).items() if v is not None}
-    with torch.enable_grad():
-        want = layer(x, **kwargs).detach()
-    mine = enc.ReferenceEncoderLayer(c["E"], c["nhead"], c["F"]).double().eval()
-    mine.load_state_dict(layer.state_dict())
-    real = torch.ones(x.shape[:2], dtype=torch.bool) if pad is None else ~pad
-    torch.testing.assert_close(enc.encoder_layer_reference(p, c["nhead"], x, m, pad)[real], want[real])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_functional_reference_and_given_layer_agree_with_pytorch(spec, norm_first):
+    x = check_encoder_layer.build(dict(spec, dtype="float64")).as_reference()
+    c = check_encoder_layer.spec(spec)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(c["E"], c["nhead"], c["F"], 0.1, batch_first=True, norm_first=norm_first,
+                                       dtype=torch.float64).eval()
     with torch.no_grad():
-        torch.testing.assert_close(mine(x, **kwargs)[real], want[real])
+        for p in layer.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    p = {k: v.detach() for k, v in layer.state_dict().items()}
+    src, pad = x.args["src"], x.extra["pad"]
+    with torch.enable_grad():
+        want = layer(src, **x.kwargs).detach()
+    real = torch.ones(src.shape[:2], dtype=torch.bool) if pad is None else ~pad
+    mine = encoder_layer_reference(p, c["nhead"], src, x.kwargs.get("src_mask"), pad, pre_norm=norm_first)
+    torch.testing.assert_close(mine[real], want[real])
+    if norm_first:
+        given = enc.GivenEncoderLayer(c["E"], c["nhead"], c["F"]).double().eval()
+        given.load_state_dict(layer.state_dict())
+        with torch.no_grad():
+            torch.testing.assert_close(given(src, **x.kwargs)[real], want[real])
 
 
 def test_positional_encoding_reference():
-    pe = enc.positional_encoding_reference(50, 16)
+    pe = positional_encoding_reference(50, 16)
     assert pe.dtype == torch.float64 and pe.shape == (50, 16)
     assert torch.equal(pe[0], torch.tensor([0.0, 1.0] * 8, dtype=torch.float64))
     assert pe[3, 4].item() == pytest.approx(math.sin(3 / 10000 ** (4 / 16)))
@@ -388,7 +219,7 @@ def test_layer_norm_is_built_as_the_case_says(spec, args):
         raise _Stop(a, k)
 
     with pytest.raises(_Stop) as stop:
-        enc._layer_norm_case(spec, CPU).run(build)
+        check_layer_norm.call(build, check_layer_norm.build(spec), check_layer_norm.spec(spec))
     assert stop.value.args == args
 
 
@@ -396,32 +227,26 @@ def test_layer_norm_is_built_as_the_case_says(spec, args):
 # cases: inputs, masks, weights
 
 
-def test_inputs_are_deterministic_and_leave_the_global_rng_alone():
+def test_running_the_student_module_leaves_the_global_rng_alone():
     state = torch.random.get_rng_state()
-    for make, spec in [(enc._layer_norm_case, dict()), (enc._ffn_case, dict()),
-                       (enc._layer_case, dict(padding=True)), (enc._encoder_case, dict(src_mask="random"))]:
-        a, b, c = make(spec, CPU), make(spec, CPU), make(dict(spec, seed=11), CPU)
-        assert torch.equal(a.expected["output"], b.expected["output"])
-        assert not torch.equal(a.expected["output"], c.expected["output"])
-        assert a.inputs == b.inputs
-    # running the reference (which builds modules, drawing their initial weights) leaves it alone too
-    enc._encoder_case(dict(padding=True), CPU).run(REFERENCE["Encoder"])
-    enc._layer_case(dict(), CPU).run(REFERENCE["EncoderLayer"])
+    for check, spec, name in [(check_encoder, dict(padding=True), "Encoder"), (check_encoder_layer, dict(), "EncoderLayer"),
+                              (check_feed_forward, dict(), "FeedForward")]:
+        check.call(REFERENCE[name], check.build(spec), check.spec(spec))  # builds modules: draws their weights
     assert torch.equal(torch.random.get_rng_state(), state)
 
 
 def test_float32_and_float64_cases_see_the_same_numbers():
-    a = enc._layer_case(dict(seed=7), CPU).expected["output"]
-    b = enc._layer_case(dict(seed=7, dtype="float64"), CPU).expected["output"]
+    a = judged(check_encoder_layer, dict(seed=7)).expected["output"]
+    b = judged(check_encoder_layer, dict(seed=7, dtype="float64")).expected["output"]
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("spec", [dict(src_mask="causal", padding=True), dict(src_mask="random", padding=True),
                                   dict(src_mask="random"), dict(padding=True, L=2, batch=6)])
 def test_masks_never_hide_a_whole_row_of_a_real_token(spec):
-    c = enc.with_defaults(dict(spec, L=spec.get("L", 6), batch=spec.get("batch", 4)), enc.LAYER_DEFAULTS)
+    c = with_defaults(dict(spec, L=spec.get("L", 6), batch=spec.get("batch", 4)), enc.LAYER_DEFAULTS)
     for seed in range(20):
-        m, pad, _ = enc._masks(c, enc.generator(seed))
+        m, pad, _ = enc._masks(c, generator(seed))
         B, L = c["batch"], c["L"]
         blocked = torch.zeros(B, L, L, dtype=torch.bool)
         if m is not None:
@@ -434,27 +259,13 @@ def test_masks_never_hide_a_whole_row_of_a_real_token(spec):
 
 
 def test_every_layer_of_a_stack_gets_its_own_weights():
-    case = enc._encoder_case(dict(num_layers=3), CPU)
-    states = []
-    case.run(lambda layer, n: states.append(n) or _Capture())
-    mistakes = case.mistakes()
-    assert states == [3]
-    shared = mistakes["shared last"].outputs["output"]
+    spec = dict(num_layers=3)
+    x = check_encoder.build(spec)
+    weights = [v for k, v in x.extra["state"].items() if k.endswith("linear1.weight")]
+    assert len(weights) == 3 and not torch.equal(weights[0], weights[1])
+    case = judged(check_encoder, spec)
+    shared = answer_for(check_encoder).mistakes(case.x, case.spec, case.expected)["shared last"].outputs["output"]
     assert not torch.allclose(shared, case.expected["output"])
-
-
-class _Capture(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.zeros(1))
-
-    def load_state_dict(self, state, strict=True):
-        weights = [v for k, v in state.items() if k.endswith("linear1.weight")]
-        assert len(weights) == 3 and not torch.equal(weights[0], weights[1])
-        return nn.modules.module._IncompatibleKeys([], [])
-
-    def forward(self, src, mask=None, src_key_padding_mask=None):
-        return src
 
 
 def test_padded_positions_are_not_compared():
@@ -484,12 +295,12 @@ def test_unknown_or_impossible_cases_are_instructor_errors():
 
 def _linear(x, w, b):
     if x.dtype == torch.float32:
-        return _tf32(x) @ _tf32(w).T + b
+        return tf32(x) @ tf32(w).T + b
     return x @ w.T + b
 
 
 def _mm(a, b):
-    return _tf32(a) @ _tf32(b) if a.dtype == torch.float32 else a @ b
+    return tf32(a) @ tf32(b) if a.dtype == torch.float32 else a @ b
 
 
 class _TF32Attention(nn.Module):
@@ -542,14 +353,12 @@ class _TF32EncoderLayer(nn.Module):
 
 
 def test_float32_tolerance_holds_for_tf32_matmuls(monkeypatch):
-    """Every test cell of the modules with matmuls passes with TF32-rounded matmuls, the layer
-    the Encoder check hands over included."""
-    monkeypatch.setattr(enc, "ReferenceEncoderLayer", _TF32EncoderLayer)
+    """Every test cell of the modules with matmuls passes with TF32-rounded matmuls."""
     namespace = dict(REFERENCE, FeedForward=_TF32FeedForward, EncoderLayer=_TF32EncoderLayer)
-    for gid, cell in TESTS.items():
-        if _item(gid) in ("feed_forward", "encoder_layer", "encoder"):
+    for gid, cell in NB.tests.items():
+        if any(f"check_{name}(" in cell.source for name in ("feed_forward", "encoder_layer")):
             points, message = run_test_cell(cell, namespace)
-            assert points == float(_nbgrader(cell)["points"]), message
+            assert points == NB.points(gid), message
 
 
 def test_float64_inputs_computed_in_float32_fail():
@@ -571,7 +380,7 @@ def test_outputs_keep_the_inputs_dtype():
             return super().forward(x).float()
 
     points, report = _report(check_feed_forward, AlwaysFloat32, [dict(), dict(dtype="float64")])
-    assert 0 < points < 1 and "dtype float32, expected float64 (the input's)" in report, report
+    assert 0 < points < 1 and "dtype float32, expected float64" in report, report
 
 
 # --------------------------------------------------------------------------
@@ -725,24 +534,20 @@ def test_dropout_in_eval_mode_is_named_and_train_mode_cases_still_pass():
 # the grader's side: recorded outcomes judged again outside the kernel
 
 
-def _kernel_then_grader(check, obj, cases, monkeypatch) -> tuple[tuple[float, str], tuple[float, str]]:
+def _kernel_then_grader(check, obj, cases) -> tuple[tuple[float, str], tuple[float, str]]:
     """The verdict in the student's kernel, and the grader's verdict on what a grading kernel
-    records, where the student's object is only a name and the references are rebuilt."""
-    from attention_checks import core, record
-    from autograder.judge import StudentObject
-
+    records (where the student's object is only a name and the references are rebuilt)."""
     kernel = _report(check, obj, cases, points=2)
-    published = []
-    monkeypatch.setattr(core, "recording", lambda: True)
-    monkeypatch.setattr(core, "publish", lambda name, outcomes, likes, seen: published.append(
-        dict(check=name, forbidden=list(seen),
-             outcomes=[record._encode_outcome(o, like) for o, like in zip(outcomes, likes)])))
-    assert _report(check, obj, cases, points=2) == (2.0, ""), "a grading kernel leaves the verdict to the grader"
-    monkeypatch.undo()
-    assert len(published) == 1
-    with record.replaying(record.Replay(published, lambda student, names: [])):
-        grader = _report(check, StudentObject(obj.__name__), cases, points=2)
-    return kernel, grader
+    probed = probe_all(check, obj, cases, CPU)
+    record = dict(check=check.name, forbidden=probed.forbidden,
+                  outcomes=[_encode_outcome(o, like) for o, like in zip(probed.outcomes, probed.likes)])
+    report = judge_records(check, record, cases, points=2)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            score = report.deliver()
+        except CheckFailed as failed:
+            return kernel, (0.0, str(failed))
+    return kernel, ((2.0 if score is None else float(score)), out.getvalue())
 
 
 @pytest.mark.parametrize("check, obj, cases", [
@@ -757,7 +562,7 @@ def _kernel_then_grader(check, obj, cases, monkeypatch) -> tuple[tuple[float, st
     (check_encoder, "Encoder", [dict(padding=True, src_mask="causal", dtype="float64")]),
     (check_encoder, _encoder(first_only=True), [dict(), dict(padding=True)]),
 ])
-def test_the_grader_reaches_the_same_verdict_from_the_record(check, obj, cases, monkeypatch):
+def test_the_grader_reaches_the_same_verdict_from_the_record(check, obj, cases):
     obj = REFERENCE[obj] if isinstance(obj, str) else obj
-    kernel, grader = _kernel_then_grader(check, obj, cases, monkeypatch)
+    kernel, grader = _kernel_then_grader(check, obj, cases)
     assert kernel == grader

@@ -18,7 +18,7 @@ import torch
 from attention_checks import registry
 from attention_checks.answers.judging import answer_for, judged
 from autograder.course import find_assignments
-from classroom import REPO
+from classroom import REPO, secret_lines
 from notebook_harness import SourceNotebook, _nbgrader, load_corpus
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
@@ -68,6 +68,40 @@ def test_notebook_layout(assignment):
         assert function.startswith("check_") and student in nb.student(), gid
         if gid in hidden:  # the whole check lives in the hidden region
             assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_test_cells_hold_only_literal_cases_and_one_check(assignment):
+    """A comment, optionally names bound to literal lists of case dicts, and one check call of
+    the student's object as the last expression, using no other name of the notebook: the
+    grader re-runs exactly this code in its own process."""
+    for gid, cell in notebook(assignment).tests.items():
+        tree = ast.parse(cell.source)
+        *assignments, last = tree.body
+        bound = set()
+        for statement in assignments:
+            assert isinstance(statement, ast.Assign) and len(statement.targets) == 1, gid
+            assert isinstance(statement.targets[0], ast.Name) and isinstance(statement.value, ast.List), gid
+            bound.add(statement.targets[0].id)
+        function, student = called_check(cell.source)
+        call = last.value
+        assert len(call.args) == 1 and {k.arg for k in call.keywords} == {"points", "cases"}, gid
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert names <= {function, student, "dict"} | bound, (gid, names)
+        for node in ast.walk(tree):  # every case is dict(key=literal, ...)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+                assert not node.args, gid
+                for keyword in node.keywords:
+                    ast.literal_eval(keyword.value)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_visible_text_shows_no_solution_or_hidden_line(assignment):
+    """The instructions and visible tests reach every student (and every feedback page)."""
+    nb = notebook(assignment)
+    visible = "\n".join(c.source for c in nb.nb.cells if c.cell_type == "markdown"
+                        or (_nbgrader(c).get("grade_id") in nb.tests and "HIDDEN" not in c.source))
+    assert not [line for line in secret_lines(assignment) if line in visible]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
