@@ -1,12 +1,26 @@
-"""The course's grading tool: `python -m autograder {release,grade} ...`.
+"""The course's grading tool: `python -m autograder {release,grade,...} ...`.
 
-One module per concern, composed by the CLI:
+One module per concern, composed by the CLI (tests/test_submissions.py checks that this
+map lists every module):
 
-- ``course``       a throwaway nbgrader course directory (nbgrader does the real work)
-- ``release``      solutions/ -> exercises/ with nbgrader's generate_assignment
-- ``submissions``  finding, unpacking and validating the submitted notebooks
-- ``runner``       running one student's assignment through autograde and feedback
-- ``preprocessors``nbgrader-style preprocessors the pipeline adds (hide hidden tests)
-- ``scoring``      per-test results and the status of a graded notebook
-- ``report``       grades.csv, results.json and the feedback folder
+- ``__main__``      ``python -m autograder``: runs ``cli.main``
+- ``cli``           the command line: ``grade``, ``release`` and the other subcommands
+- ``course``        a throwaway nbgrader course directory (nbgrader does the real work); its pipelines
+- ``release``       solutions/ -> exercises/ with nbgrader's generate_assignment
+- ``submissions``   finding, unpacking and validating the submitted notebooks (no links followed)
+- ``runner``        grading one student's assignment through autograde and feedback, in worker processes
+- ``preprocessors`` the nbgrader preprocessors that rebuild a submission on the source notebook
+                    (``RebuildFromSource``) and hide hidden tests from the feedback (``HideHiddenTests``)
+- ``sandbox``       the sandboxed kernels and ``SandboxedExecute``, the preprocessor that runs the notebook
+- ``forkserver``    the warm Python inside a sandbox that forks each kernel
+- ``scanner``       reading the student's source for forbidden calls and tampering, outside the kernel
+- ``judge``         ``JudgeTests``, the preprocessor that judges each test cell's records in the grader
+- ``exporters``     nbconvert exporters that validate only after the kernel ran
+- ``feedback``      the feedback page's exporter, and ``SanitizeStudentContent``, which cleans what the
+                    student controls in it
+- ``scoring``       per-test results and the status of a graded notebook (it scores nothing: the
+                    gradebook and ``judge`` do)
+- ``report``        grades.csv, results.json and the feedback folder
+- ``gradebook``     writing the results into an instructor's own nbgrader gradebook
+- ``lms``           from an LMS bulk download to nbgrader's layout, and grades back to the LMS
 """

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import sys
 import warnings
@@ -20,7 +21,7 @@ from nbgrader.api import Gradebook
 from .course import COURSE_ID, Course, nbgrader_id
 from .preprocessors import identify
 from .scoring import NotebookResult, kernel_died, test_results, timed_out
-from .submissions import Submission, load_notebook
+from .submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
 def grade_assignment(course: Course, submissions: list[Submission]) -> list[NotebookResult]:
@@ -43,6 +44,7 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             continue
         try:
             notebook = load_notebook(sub.path)
+            sub = replace(sub, note="; ".join(filter(None, [sub.note, *drop_broken_grade_ids(notebook)])))
             _check_cell_count(notebook, course.release_cells(assignment, sub.notebook))
             _check_is_this_assignment(notebook, course.release_cells(assignment, sub.notebook))
         except (ValueError, OSError) as err:
@@ -59,7 +61,7 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             if outcome["success"]:
                 results[sub.notebook] = _read_result(course, sub)
             else:
-                reason = _last_line(outcome.get("error") or outcome.get("log") or "nbgrader failed")
+                reason = _nbgrader_error(outcome.get("error") or outcome.get("log") or "nbgrader failed")
                 results[sub.notebook] = NotebookResult(
                     student_id, assignment, sub.notebook, "error", 0.0,
                     course.max_score(assignment, sub.notebook), reason=f"autograde failed: {reason}")
@@ -191,6 +193,9 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
                           test_results(autograded, scores), reason)
 
 
-def _last_line(text: str) -> str:
+def _nbgrader_error(text: str) -> str:
+    """What went wrong, from nbgrader's log: its last exception line ('TypeError: ...'), not
+    its closing words ('Please see the above traceback', which no one sees)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else text
+    errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception|Exit|Interrupt)\b", line)]
+    return (errors or lines or [text])[-1]

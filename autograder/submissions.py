@@ -189,3 +189,17 @@ def load_notebook(path: Path) -> nbformat.NotebookNode:
         message = getattr(err, "message", None) or f"{type(err).__name__}: {err}"
         raise ValueError(f"the notebook does not follow nbformat 4: {message}") from err
     return notebook
+
+
+def drop_broken_grade_ids(notebook: nbformat.NotebookNode) -> list[str]:
+    """Remove nbgrader metadata whose grade_id is not a string (nbformat does not check it;
+    nbgrader and the grader look cells up by it); returns what was wrong, for the reason.
+    Such a cell is then matched by the functions it defines, as one whose metadata was lost."""
+    notes = []
+    for number, cell in enumerate(notebook.cells, 1):
+        nbgrader = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(nbgrader, dict) and "grade_id" in nbgrader and not isinstance(nbgrader["grade_id"], str):
+            del cell.metadata["nbgrader"]
+            notes.append(f"cell {number}: its nbgrader grade_id is {json.dumps(nbgrader['grade_id'])[:40]} "
+                         f"(of type {type(nbgrader['grade_id']).__name__}, not a string), so its metadata was ignored")
+    return notes

@@ -15,6 +15,7 @@ payloads rendered by plain nbconvert do run (the payloads are real).
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import zipfile
@@ -177,14 +178,22 @@ def graded(tmp_path_factory):
     link(folder / "link-to-classmate" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", honest)
     link(folder / "linked-student-folder", folder / "honest")
     link(folder / "linked-assignment-folder" / ASSIGNMENT, SOURCE.parent)
-    scripts = make_submission(folder, "scripts", ASSIGNMENT, {SDPA: reference_code(ASSIGNMENT)[SDPA] + STUDENT_CODE})
+    # In the first solution cell: the outputs of cells after a hidden test are not shown at all.
+    first = next(iter(reference_code(ASSIGNMENT)))
+    scripts = make_submission(folder, "scripts", ASSIGNMENT, {first: reference_code(ASSIGNMENT)[first] + STUDENT_CODE})
     nb = nbformat.read(scripts, 4)
-    (at,) = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == SDPA]
+    (at,) = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == first]
     nb.cells.insert(at + 1, nbformat.v4.new_markdown_cell(MARKDOWN, attachments=ATTACHMENTS))
     nbformat.write(nb, scripts)
     for name in GLOB_NAMES:  # each one's own notebook, told apart by its score
         make_submission(folder, name, ASSIGNMENT, answer_all=name == "[ab]")
     make_submission(folder, "a", ASSIGNMENT, {SDPA: reference_code(ASSIGNMENT)[SDPA]}, answer_all=False)
+    broken = make_submission(folder, "grade-id-a-list", ASSIGNMENT)
+    nb = json.loads(broken.read_text())
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == SDPA:
+            cell["metadata"]["nbgrader"]["grade_id"] = [SDPA]
+    broken.write_text(json.dumps(nb))
     process = grade(folder, tmp / "out", "--cell-timeout", "30", "--notebook-timeout", "120")
     assert process.returncode == 0, process.stderr[-3000:]
 
@@ -253,3 +262,10 @@ def test_student_folders_named_like_glob_patterns_keep_their_names_and_their_own
         assert results.notebooks[(name, ASSIGNMENT)]["student_id"] == name
         page = (tmp / "out" / "feedback" / name / ASSIGNMENT / f"{NOTEBOOK}.html").read_text()
         assert f"{NOTEBOOK} (Score: " in page  # nbgrader's page, not a status page
+
+
+def test_a_grade_id_of_the_wrong_type_is_named_and_the_notebook_graded(graded):
+    _, results, _ = graded
+    row = results.grades[("grade-id-a-list", ASSIGNMENT)]
+    assert (row["status"], row["score"]) == ("ok", results.grades[("honest", ASSIGNMENT)]["max_score"]), row
+    assert f'its nbgrader grade_id is ["{SDPA}"] (of type list, not a string)' in row["reason"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import re
 import sys
 import zipfile
@@ -14,10 +15,10 @@ import pytest
 from autograder.course import Course, nbgrader_id
 from autograder.preprocessors import HideHiddenTests
 from autograder.report import grades_csv
-from autograder.runner import grade_all
+from autograder.runner import _nbgrader_error, grade_all
 from autograder.scoring import NotebookResult
-from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover, find_root,
-                                    load_notebook, unpack_zip)
+from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
+                                    drop_broken_grade_ids, find_root, load_notebook, unpack_zip)
 
 NOTEBOOKS = {"03-qkv": ["qkv"], "05-masks": ["masks"]}
 
@@ -209,3 +210,28 @@ def test_nbgrader_ids_are_plain_distinct_and_leave_plain_names_alone():
     assert len(set(ids)) == len(names)
     assert ids[:2] == ["ann", "Ann.Lee_2"] and ids[3:5] == ["a", "b"]
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", i) for i in ids)
+
+
+def test_grade_ids_that_are_not_strings_are_dropped_and_named():
+    cells = [nbformat.v4.new_code_cell("def f(): pass", metadata={"nbgrader": {"grade_id": grade_id, "solution": True}})
+             for grade_id in ("f", 5, ["f"], None)]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notes = drop_broken_grade_ids(notebook)
+    assert [c.metadata.get("nbgrader", {}).get("grade_id", "gone") for c in notebook.cells] == ["f", "gone", "gone", "gone"]
+    assert notes[0] == "cell 2: its nbgrader grade_id is 5 (of type int, not a string), so its metadata was ignored"
+    assert len(notes) == 3 and "null (of type NoneType" in notes[2]
+
+
+def test_an_nbgrader_failure_is_reported_by_its_error_not_its_closing_words():
+    log = ("[ERROR] There was an error processing assignment\nTraceback (most recent call last):\n"
+           '  File "x.py", line 1\nTypeError: unhashable type: \'list\'\n\n'
+           "[ERROR] Please see the the above traceback for details on the specific errors on the above failures.\n")
+    assert _nbgrader_error(log) == "TypeError: unhashable type: 'list'"
+    assert _nbgrader_error("[ERROR] something odd\n") == "[ERROR] something odd"
+
+
+def test_the_package_map_lists_every_module():
+    import autograder
+    listed = set(re.findall(r"^- ``(\w+)``", autograder.__doc__, re.M))
+    modules = {info.name for info in pkgutil.iter_modules(autograder.__path__)}
+    assert listed == modules, f"autograder/__init__.py: add {modules - listed}, remove {listed - modules}"
