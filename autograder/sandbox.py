@@ -3,11 +3,14 @@
 Inside the sandbox a kernel has no network, a read-only view of the system and of
 Python (the interpreter, the virtual environment and the check helpers: nothing else of
 the repository, so no solutions/, no gradebook, no other student's files), a private
-/tmp, and one writable folder of its own. It talks to nbclient over IPC sockets in a
+/tmp, /dev/shm and message queues, a read-only /dev, and one writable folder of its own.
+It never runs as root: a grader started as root gives each sandbox an unprivileged uid
+of its own, so the process limit holds. It talks to nbclient over IPC sockets in a
 private folder, since TCP cannot cross into its network namespace.
 
 The notebook's total wall-clock time and the size of its outputs are capped by
-``SandboxedExecute``, the nbgrader Execute preprocessor the autograder uses.
+``SandboxedExecute``, the nbgrader Execute preprocessor the autograder uses; it also
+keeps the code of hidden tests out of everything the kernel shows.
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ from .preprocessors import HideHiddenTests
 from .scoring import NOTEBOOK_TIMEOUT
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
+ANSWERS_DIR = CHECKS_DIR / "answers"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
@@ -144,6 +148,8 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
     args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
     for folder in [*python_view(), *map(str, read_only)]:
         args += ["--ro-bind", folder, folder]
+    # The checks' answers (references, mistakes) are the grader's: a kernel sees an empty folder.
+    args += ["--tmpfs", str(ANSWERS_DIR), "--remount-ro", str(ANSWERS_DIR)]
     for folder in writable:
         args += ["--bind", str(folder), str(folder)]
     args += ["--remount-ro", "/", "--chdir", str(chdir)]
