@@ -7,8 +7,8 @@ comprehension variables and class bodies are scopes of their own; ``global`` and
 ``nonlocal`` are honoured), and follows, from the graded name, only what can flow into
 it: the definitions and assignments of the names it uses, the values stored into them
 (``d[k] = f``, ``obj.attr = f``, ``lst.append(f)``, ``setattr``), the arguments other
-code passes to its functions, values written through ``globals()``, ``builtins`` or
-``exec``. A student's scratch cell that only *uses* the graded function (a comparison
+code passes to its functions when they keep them (in a global, a class, a mutable
+default), values written through ``globals()``, ``builtins``, ``exec`` or ``%%writefile``. A student's scratch cell that only *uses* the graded function (a comparison
 with PyTorch's, a plot) is never followed. In what is reached, a forbidden function counts
 wherever it is named: an attribute (``torch.softmax``, ``nnf.softmax``, ``x.softmax``,
 ``torch.ops.aten._softmax``), an imported name, or a string (``getattr(torch, "soft" +
