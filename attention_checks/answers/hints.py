@@ -16,10 +16,6 @@ import torch
 from ..record import device_name
 
 
-def _shape(t: torch.Tensor) -> str:
-    return f"({', '.join(map(str, t.shape))})"
-
-
 def _listing(names: list[str]) -> str:
     return " and ".join(f"`{n}`" for n in names)
 
@@ -36,7 +32,6 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
     first, line = split_error(error)
     words = set(re.findall(r"[A-Za-z_]\w*", line))
     tensors = {n: v for n, v in named.items() if isinstance(v, torch.Tensor)}
-    shapes = ", ".join(f"{n} {_shape(t)}" for n, t in tensors.items())
     masks = [n for n in tensors if "mask" in n]
     hints = []
 
@@ -51,16 +46,13 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
             hints.append(f"{_listing(absent)} may be None (here it is): ask `if {absent[0]} is not None:` "
                          "before using it.")
         elif not line:  # (a notebook's cell source is not always at hand)
-            hints.append(f"An argument that defaults to None may be None, as in this case (it passes "
-                         f"{', '.join(n for n, v in named.items() if v is not None)}): ask `if ... is not None:` "
+            hints.append("An argument that defaults to None may be None, as in this case: ask `if ... is not None:` "
                          "before using it.")
     m = re.search(r"einsum\(\): the number of subscripts in the equation \((\d+)\) does not match the number "
                   r"of dimensions \((\d+)\)", first)
     if m:
-        alike = [f"{n} {_shape(t)}" for n, t in tensors.items() if t.dim() == int(m[2])]
-        passes = f" (this case passes {', '.join(alike)})" if alike else ""
-        hints.append(f"Your einsum subscripts name {m[1]} dimensions, but the tensor has {m[2]}{passes}: write "
-                     "the leading dimensions as `...`, as in '...ld,...sd->...ls'.")
+        hints.append(f"Your einsum subscripts name {m[1]} dimensions, but the tensor has {m[2]}: write the leading "
+                     "dimensions as `...`, as in '...ld,...sd->...ls'.")
     if re.search(r"only supports boolean masks|operator\.invert|bitwise_not", first):
         floats = [n for n in masks if tensors[n].is_floating_point()]
         if floats:
@@ -71,28 +63,29 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
                          "masks with comparisons and logical operators (|, &, ~), not 0/1 numbers.")
     m = re.search(r"(too many|not enough) values to unpack \(expected (\d+)", first)
     if m and tensors:
-        hints.append(f"You unpack a shape into {m[2]} names, but this case passes {shapes}: take sizes from the "
-                     "end (x.size(-1), x.shape[-2:]) so that any number of leading dimensions works.")
+        hints.append(f"You unpack a shape into {m[2]} names, but this case's inputs have other numbers of dimensions: "
+                     "take sizes from the end (x.size(-1), x.shape[-2:]) so that any number of leading dimensions "
+                     "works.")
     if "view size is not compatible with input tensor's size and stride" in first:
         hints.append("view cannot merge dimensions that a transpose has made non-contiguous: use reshape (or "
                      ".contiguous().view(...)) after a transpose.")
     m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", first)
     if m:
-        hints.append(f"Your view/reshape to [{m[1]}] does not hold the {m[2]} elements it gets: this case "
-                     f"passes {shapes}; compute the sizes from the input's shape instead of assuming them.")
+        hints.append("Your view/reshape asks for a shape that does not hold the tensor's elements: compute the sizes "
+                     "from the input's shape (x.shape) instead of assuming them.")
     m = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton", first)
     if m:
         align = (" A mask lines up with the last axes of the scores (..., L, S): give it axes of size 1 where it "
-                 "has none (a key mask (B, S) is (B, 1, S), or (B, 1, 1, S) with heads).") if masks else ""
-        hints.append(f"Two tensors do not broadcast ({m[1]} against {m[2]} on one axis); this case passes "
-                     f"{shapes}.{align}")
+                 "has none (a key mask (B, S) is (B, 1, S), or (B, 1, 1, S) with heads).") \
+            if masks and (not line or "mask" in line) else ""
+        hints.append(f"Two tensors do not broadcast: the sizes of an axis must be equal, or one of them 1.{align}")
     m = re.search(r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)", first)
     if m:
-        hints.append(f"This case passes {shapes}: count dimensions from the end (-1, -2), which works for any "
-                     "number of leading dimensions.")
+        hints.append("This case's inputs have another number of dimensions than your code assumes: count "
+                     "dimensions from the end (-1, -2), which works for any number of leading dimensions.")
     if re.search(r"mat1 and mat2 shapes cannot be multiplied|Expected size for first two dimensions of batch2", first):
-        hints.append(f"The shapes of a matrix product do not fit (this case passes {shapes}): the last axis of "
-                     "the left operand meets the second-to-last of the right one; check which axes you transpose.")
+        hints.append("The shapes of a matrix product do not fit: the last axis of the left operand meets the "
+                     "second-to-last of the right one; check which axes you transpose.")
     return hints
 
 

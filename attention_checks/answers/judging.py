@@ -19,7 +19,7 @@ import torch
 
 from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, quiet, tolerance
 from ..record import Outcome, decode_outcome, device_name
-from .hints import crash_hints, pattern_hints, structure_hints
+from .hints import crash_hints, pattern_hints, split_error, structure_hints
 
 if TYPE_CHECKING:
     from ..registry import Check, Inputs, Spec
@@ -248,7 +248,9 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
 def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> CaseResult:
     if outcome.error is not None:
         hints = [] if outcome.not_implemented else _crash_hints(check, case, outcome.error)
-        return CaseResult(0.0, [outcome.error], hints, not_implemented=outcome.not_implemented)
+        first, line = split_error(outcome.error)  # an exception's own further lines (overloads...) left out
+        return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), hints,
+                          not_implemented=outcome.not_implemented)
     # what the reference gives, in its order: usually check.outputs, but a case may judge something else
     # (a module's parameter names, whether the weights are None)
     names = list(case.expected)
