@@ -454,3 +454,5 @@ def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug, hint):
     fn = student({"masked_attention": source})["masked_attention"]
     _, text = _report("masked_attention", fn, [dict(H=2), dict(attn="none")])
     assert "raised" in text and hint in text, text
+    for block in text.split("\n\n")[1:]:  # every line of a case under it (an exception's own lines left out)
+        assert block.startswith("case ") and all(line.startswith("    ") for line in block.splitlines()[1:]), block

@@ -301,8 +301,9 @@ def _mha_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
 def _mha_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
     """Crashes with masks: the contract says which may be None, and how each lines up with the scores."""
     hints = mask_contract_hints(error, x.kwargs, ("key_padding_mask", "attn_mask"), "(B, 1, 1, S)")
-    first, _ = split_error(error)
-    if "must match the size of tensor" in first and "attn_mask" in x.kwargs and x.kwargs["attn_mask"].dim() == 3:
+    first, line = split_error(error)
+    if "must match the size of tensor" in first and (not line or "mask" in line) and "attn_mask" in x.kwargs \
+            and x.kwargs["attn_mask"].dim() == 3:
         hints.append("A 3-D attn_mask is (B·num_heads, L, S): view it as (B, num_heads, L, S) to line it up "
                      "with the scores.")
     return hints

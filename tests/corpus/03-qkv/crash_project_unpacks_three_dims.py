@@ -1,6 +1,6 @@
 # Flattens x with view after unpacking B, L, d_model = x.shape: crashes on (B1, B2, L, d_model) inputs.
 # expect: partial
-# hint: this case passes
+# hint: You unpack a shape into 3 names
 # %% cell: project_qkv
 def project_qkv(x, w_q, w_k, w_v):
     B, L, d_model = x.shape
