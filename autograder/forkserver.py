@@ -38,9 +38,7 @@ import time
 # checks use (torch's symbolic shapes come with nested tensors, the widgets with chapter 2).
 PRELOAD = ["ipykernel.kernelapp", "ipykernel.ipkernel", "IPython", "torch", "torch.nn", "torch.nn.functional",
            "torch.fx.experimental.symbolic_shapes", "numpy", "matplotlib.pyplot", "matplotlib.backends.backend_agg",
-           "matplotlib_inline.backend_inline", "ipywidgets", "attention_checks.core", "attention_checks.record",
-           "attention_checks.self_attention", "attention_checks.softmax_scaling", "attention_checks.qkv",
-           "attention_checks.multi_head", "attention_checks.masks", "attention_checks.encoder",
+           "matplotlib_inline.backend_inline", "ipywidgets", "attention_checks.registry",
            # ... and what a kernel imports while it starts (debugger, history, event loop):
            # about 150 modules, a tenth of a second of every kernel's start.
            "ipykernel.debugger", "IPython.core.debugger", "IPython.core.completerlib",
@@ -59,6 +57,9 @@ _exit_codes: dict[int, int] = {}  # kernels reaped by kill(), for the next poll(
 def preload() -> None:
     for module in PRELOAD:
         __import__(module)
+    from attention_checks.registry import load_all  # every assignment's checks (never their answers)
+
+    load_all()
     # Everything imported so far lives as long as the server: out of the garbage collector's
     # sight, the kernels' collections neither scan it nor copy its pages (copy-on-write).
     gc.collect()
