@@ -111,9 +111,9 @@ def graded(assignments: list[str], out_dir: Path | None) -> Results:
         root, out = Path(tmp) / "submitted", out_dir or Path(tmp) / "results"
         count = 0
         for assignment in assignments:
-            for entry in load_corpus(assignment):
+            for entry in load_corpus(assignment, cli=True):  # graded by the real grader: every student
                 if entry.expect == "partial":
-                    make_submission(root, entry.name, assignment, entry.cells)
+                    make_submission(root, entry.name, assignment, entry.cells, added=entry.added)
                     count += 1
         started = time.monotonic()
         process = grade(root, out)
@@ -127,7 +127,7 @@ def tally(assignments: list[str], results: Results, show: set[str]) -> list[Row]
     rows = []
     for assignment in assignments:
         row = Row(assignment)
-        for entry in load_corpus(assignment):
+        for entry in load_corpus(assignment, cli=True):
             notebook = results.notebooks.get((entry.name, assignment))
             if entry.expect != "partial" or notebook is None:
                 continue
