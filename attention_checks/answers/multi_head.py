@@ -48,8 +48,9 @@ def _split_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     D = E // H
     return {
         "no transpose": Mistake(
-            "Your heads look like x.reshape(B, H, L, E/H): a reshape alone cuts the sequence, not the "
-            "features. Reshape to (B, L, H, E/H) first, then transpose the L and H dims.",
+            "Your heads look like x.reshape(B, H, L, E/H): a reshape alone cuts the memory (the tokens one "
+            "after another) into H pieces, so each head gets a stretch of the sequence, not a slice of every "
+            "token's features. Reshape to (B, L, H, E/H) first, then transpose the L and H dims.",
             dict(heads=x64.reshape(B, H, L, D))),
         "interleaved": Mistake(
             "Your head h takes the features h, h+H, h+2H, ...: head h must take the contiguous block "

@@ -1,7 +1,7 @@
 # Splits the heads with a reshape and no transpose, so each head gets a piece of
 # the sequence; MultiHeadAttention uses it and fails too.
 # expect: partial
-# hint: a reshape alone cuts the sequence
+# hint: a reshape alone cuts the memory
 # %% cell: split_heads
 def split_heads(x, num_heads):
     """Split the features of every position into num_heads heads.
