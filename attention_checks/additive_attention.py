@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 
 from .core import as_dtype, randn
-from .inputs import build_student_module, load_student_module, pad_mask, padding_lengths
+from .inputs import pad_mask, padding_lengths
+from .modules import build_student_module, load_student_module
 from .registry import Check, Inputs, Spec, declare
 
 

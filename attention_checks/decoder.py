@@ -39,10 +39,10 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.overrides import handle_torch_function, has_torch_function
 
 from .core import as_dtype, randn
-from .inputs import build_student_module, load_student_module, pad_mask, padding_lengths
+from .inputs import pad_mask, padding_lengths
+from .modules import build_student_module, load_student_module, marker as module_marker
 from .registry import Check, Inputs, Spec, declare
 
 Tensor = torch.Tensor
@@ -51,21 +51,8 @@ Tensor = torch.Tensor
 # forbidden modules: PyTorch's decoder classes and nn.Transformer
 
 
-def _marker(name: str):
-    """A do-nothing function that ForbiddenCalls sees when called: a forbidden *module* found in
-    or run by the student's object is reported by calling its marker."""
-
-    def marker(t: Tensor) -> Tensor:
-        if has_torch_function((t,)):
-            return handle_torch_function(marker, (t,), t)
-        return t
-
-    marker.__name__ = marker.__qualname__ = f"uses_{name.replace('.', '_')}"
-    return marker
-
-
 _FORBIDDEN_MODULES = {  # class -> (marker, name shown; its last part is what the source scan looks for)
-    cls: (_marker(name), name) for cls, name in (
+    cls: (module_marker(name), name) for cls, name in (
         (nn.TransformerDecoderLayer, "nn.TransformerDecoderLayer"),
         (nn.TransformerDecoder, "nn.TransformerDecoder"),
         (nn.Transformer, "nn.Transformer"),

@@ -40,38 +40,6 @@ def pad_mask(lengths: torch.Tensor, length: int) -> torch.Tensor:
     return torch.arange(length)[None, :] >= lengths[:, None]
 
 
-def build_student_module(cls, args: tuple = (), kwargs: dict | None = None, *, seed: int = 0):
-    """cls(*args, **kwargs) without touching the student's random state: constructing a module
-    draws its initial weights from the global RNG, which is forked and seeded here (the same
-    initial weights at every grading, the student's own RNG as it was)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return cls(*args, **(kwargs or {}))
-
-
-def load_student_module(module, state: dict[str, torch.Tensor], what: str, names: str):
-    """Move the student's module to the state's device and dtype, load ``state`` and switch to
-    eval mode; a readable error when the names or shapes do not fit. Parameters of the
-    student's that ``state`` lacks are allowed (they keep their seeded initial values)."""
-    import torch.nn as nn
-
-    if not isinstance(module, nn.Module):
-        raise TypeError(f"{what}(...) gave a {type(module).__name__}: {what} must be a subclass of nn.Module "
-                        "that calls super().__init__()")
-    first = next(iter(state.values()))
-    module = module.to(device=first.device, dtype=first.dtype)
-    try:
-        result = module.load_state_dict(state, strict=False)
-    except RuntimeError as error:  # a size mismatch
-        details = str(error).split("\n", 1)[-1].strip().replace("\n\t", "; ").replace("\t", "")
-        raise RuntimeError(f"the test's weights do not fit your {what} ({names}): {details}") from None
-    if result.unexpected_keys:
-        raise RuntimeError(f"the test's weights do not load into your {what}: it lacks "
-                           f"{', '.join(result.unexpected_keys)}; name its parameters {names}, as nn.Linear "
-                           "submodules or nn.Parameter attributes")
-    return module.eval()
-
-
 def plain_number(x):
     """What a check records of a returned number: a Python int when it is integral, else a float
     (numpy scalars, one-element tensors, 1088.0 included), so that 1088.0 counts as the count 1088

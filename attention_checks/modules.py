@@ -93,6 +93,40 @@ def _names(keys: Sequence[str], shown: int = 4) -> str:
     return ", ".join(keys[:shown]) + more
 
 
+def _mismatch(error: RuntimeError) -> str:
+    """load_state_dict's size-mismatch error on one line."""
+    return str(error).split("\n", 1)[-1].strip().replace("\n\t", "; ").replace("\t", "")
+
+
+def build_student_module(cls, args: tuple = (), kwargs: dict | None = None, *, seed: int = 0):
+    """cls(*args, **kwargs) without touching the student's random state: constructing a module
+    draws its initial weights from the global RNG, which is forked and seeded here (the same
+    initial weights at every grading, the student's own RNG as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return cls(*args, **(kwargs or {}))
+
+
+def load_student_module(module, state: dict[str, torch.Tensor], what: str, names: str):
+    """Move the student's module to the state's device and dtype, load ``state`` and switch to
+    eval mode; a readable error when the names or shapes do not fit. Parameters of the
+    student's that ``state`` lacks are allowed (they keep their seeded initial values)."""
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"{what}(...) gave a {type(module).__name__}: {what} must be a subclass of nn.Module "
+                        "that calls super().__init__()")
+    first = next(iter(state.values()))
+    module = module.to(device=first.device, dtype=first.dtype)
+    try:
+        result = module.load_state_dict(state, strict=False)
+    except RuntimeError as error:  # a size mismatch
+        raise RuntimeError(f"the test's weights do not fit your {what} ({names}): {_mismatch(error)}") from None
+    if result.unexpected_keys:
+        raise RuntimeError(f"the test's weights do not load into your {what}: it lacks "
+                           f"{', '.join(result.unexpected_keys)}; name its parameters {names}, as nn.Linear "
+                           "submodules or nn.Parameter attributes")
+    return module.eval()
+
+
 def load_weights(module: nn.Module, state: State, what: str, like: str, names: str):
     """load_state_dict(state) into the student's module, with a readable error.
     Extra buffers of the student's are allowed; every parameter must be loaded."""
@@ -107,8 +141,7 @@ def load_weights(module: nn.Module, state: State, what: str, like: str, names: s
     try:
         result = module.load_state_dict(state, strict=False)
     except RuntimeError as error:  # a size mismatch
-        details = str(error).split("\n", 1)[-1].strip().replace("\n\t", "; ").replace("\t", "")
-        raise WeightsDoNotFit(f"the weights of {like} do not fit your {what}: {details}") from None
+        raise WeightsDoNotFit(f"the weights of {like} do not fit your {what}: {_mismatch(error)}") from None
     missing = [k for k in result.missing_keys if k in own]  # the student's, not in PyTorch's
     unexpected = list(result.unexpected_keys)  # PyTorch's, not in the student's
     if missing or unexpected:

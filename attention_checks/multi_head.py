@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
 from .core import as_dtype, describe, randn
-from .inputs import block_mask, build_student_module, load_student_module, plain_number
+from .inputs import block_mask, plain_number
+from .modules import build_student_module, load_student_module
 from .registry import Check, Inputs, declare
 
 NEG_INF = float("-inf")

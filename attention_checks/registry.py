@@ -96,7 +96,8 @@ def describe_inputs(inputs: Inputs, spec: Spec) -> str:
 
 
 def snake_case(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    """LayerNorm -> layer_norm, LSTMAttentionPooling -> lstm_attention_pooling."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 @dataclass(frozen=True, eq=False)

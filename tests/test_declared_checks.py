@@ -6,6 +6,7 @@ Adding an assignment adds its cases here without a line of test code."""
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import os
 import re
@@ -65,7 +66,7 @@ def test_notebook_layout(assignment):
         assert re.findall(r"points=([\d.]+)", cell.source) == [f"{meta['points']:g}"], gid
         assert not cell.source.rstrip().endswith(";"), gid
         function, student = called_check(cell.source)
-        assert function.startswith("check_") and student in nb.student(), gid
+        assert function in registry.REGISTRY and student in nb.student(), gid
         if gid in hidden:  # the whole check lives in the hidden region
             assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
 
@@ -148,7 +149,8 @@ def test_corpus_student_in_process(assignment, entry):
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)
 def test_every_declared_check_has_answers_for_its_outputs(check):
-    assert check.function_name == f"check_{registry.snake_case(check.name)}"
+    module = importlib.import_module(check.inputs.__module__)
+    assert getattr(module, check.function_name) is check, "a test cell imports it by its function name"
     assert check.assignment in ASSIGNMENTS
     case = judged(check, {})
     assert set(case.expected) == set(check.outputs)
