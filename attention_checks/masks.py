@@ -69,8 +69,8 @@ def causal_block(L: int, S: int) -> torch.Tensor:
 
 
 def _describe_masks(x: Inputs, c: dict[str, Any]) -> str:
-    """Every tensor here is a mask or token ids: shapes, and the device the case ran on."""
-    return describe(x.named) + (f"; {str(x.like.dtype).removeprefix('torch.')} on <device>" if x.like is not None else "")
+    """Every tensor here is a mask or token ids: shapes, their dtype and the device the case ran on."""
+    return describe(x.named, like=x.like)  # like: the token ids, or the first mask
 
 
 # --------------------------------------------------------------------------
