@@ -17,11 +17,14 @@ from pathlib import Path
 from .scoring import NotebookResult, worst_status
 
 GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status", "reason"]
+# A folder name that is not UTF-8 (Python holds its bytes as surrogates) is written back as
+# the same bytes, instead of failing the whole report.
+NAMES_AS_ON_DISK = "surrogateescape"
 
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", errors=NAMES_AS_ON_DISK)
     os.replace(tmp, path)
 
 
@@ -44,7 +47,7 @@ class ResultsWriter:
         self.results.append(result)
         target = self.staging / result.student_id / result.assignment / f"{result.notebook}.html"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(feedback_html or _status_page(result), encoding="utf-8")
+        target.write_text(feedback_html or _status_page(result), encoding="utf-8", errors=NAMES_AS_ON_DISK)
 
     def finish(self) -> None:
         self.results.sort(key=lambda r: (r.student_id, r.assignment, r.notebook))

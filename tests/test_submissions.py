@@ -14,7 +14,7 @@ import pytest
 
 from autograder.course import Course, nbgrader_id
 from autograder.preprocessors import HideHiddenTests
-from autograder.report import grades_csv
+from autograder.report import ResultsWriter, grades_csv
 from autograder.runner import _nbgrader_error, grade_all
 from autograder.scoring import NotebookResult
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
@@ -235,3 +235,13 @@ def test_the_package_map_lists_every_module():
     listed = set(re.findall(r"^- ``(\w+)``", autograder.__doc__, re.M))
     modules = {info.name for info in pkgutil.iter_modules(autograder.__path__)}
     assert listed == modules, f"autograder/__init__.py: add {modules - listed}, remove {listed - modules}"
+
+
+def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp_path):
+    name = b"ann\xff".decode("utf-8", "surrogateescape")  # as os.listdir gives it
+    writer = ResultsWriter(tmp_path / "out")
+    writer.add(NotebookResult(name, "a1", "n1", "invalid", 0, 4, reason=f"{name}/a1/n1.ipynb is a symbolic link"), None)
+    writer.finish()
+    assert b"ann\xff,a1,0,4,invalid," in (tmp_path / "out" / "grades.csv").read_bytes()
+    assert json.loads((tmp_path / "out" / "results.json").read_text())[0]["student_id"] == name
+    assert os.listdir(tmp_path / "out" / "feedback") == [name]
