@@ -60,7 +60,7 @@ KERNEL_ENVIRONMENT = {"PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_
 
 
 def bwrap_available() -> bool:
-    tools = ["bwrap", "prlimit"] + (["setpriv"] if os.geteuid() == 0 else [])
+    tools = ["bwrap", "prlimit"] + (["setpriv"] if _real_root() else [])
     return all(shutil.which(tool) for tool in tools)
 
 
@@ -72,9 +72,20 @@ SANDBOX_UIDS = range(2**30, 2**31)
 
 
 def sandbox_uid() -> int | None:
-    """The uid a new sandbox runs as: a fresh unprivileged one when the grader is root; None
-    otherwise (the grader's own, seen as root in bwrap's user namespace, and limited)."""
-    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS)) if os.geteuid() == 0 else None
+    """The uid a new sandbox runs as: a fresh unprivileged one when the grader is the real
+    root; None otherwise (the grader's own, seen as root in bwrap's user namespace, and
+    limited; so is the root of a rootless container, which is another user outside it)."""
+    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS)) if _real_root() else None
+
+
+def _real_root() -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as uid_map:
+            return uid_map.read().split()[:2] == ["0", "0"]  # uid 0 here is uid 0 of the machine
+    except OSError:
+        return True
 
 
 def give_to(path: Path, uid: int | None) -> None:
