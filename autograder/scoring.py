@@ -49,8 +49,9 @@ def cell_message(cell) -> str:
     """What a test cell said: the error it raised, or what it printed."""
     parts = []
     for output in cell.get("outputs", []):
-        if output.output_type == "error":
-            parts.append(f"{output.ename}: {output.evalue}".rstrip(": "))
+        if output.output_type == "error":  # a check's report stands alone; other errors keep their type
+            report = output.ename == "CheckFailed"
+            parts.append(output.evalue if report else f"{output.ename}: {output.evalue}".rstrip(": "))
         elif output.output_type == "stream":
             parts.append(output.text)
     text = _ANSI.sub("", "\n".join(p.strip() for p in parts if p.strip()))

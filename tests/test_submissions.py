@@ -245,3 +245,16 @@ def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp
     assert b"ann\xff,a1,0,4,invalid," in (tmp_path / "out" / "grades.csv").read_bytes()
     assert json.loads((tmp_path / "out" / "results.json").read_text())[0]["student_id"] == name
     assert os.listdir(tmp_path / "out" / "feedback") == [name]
+
+
+def test_a_checks_report_reaches_the_results_without_an_internal_prefix():
+    from nbformat.v4 import new_code_cell, new_output
+
+    from autograder.scoring import cell_message
+
+    report = new_code_cell(outputs=[new_output("error", ename="CheckFailed", evalue="✗ softmax: 1 of 2 cases fail",
+                                               traceback=[])])
+    crash = new_code_cell(outputs=[new_output("error", ename="NameError", evalue="name 'softmax' is not defined",
+                                              traceback=[])])
+    assert cell_message(report) == "✗ softmax: 1 of 2 cases fail"
+    assert cell_message(crash) == "NameError: name 'softmax' is not defined"
