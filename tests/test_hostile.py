@@ -133,6 +133,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=Fa
 """
 
 
+# A right answer, which an attack that finds a leak switches to: it then scores above its twin.
+RIGHT = """
+import math, torch
+def _right(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    L, S = query.size(-2), key.size(-2)
+    scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(query.size(-1)) if scale is None else scale)
+    if is_causal:
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(), float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = scores.softmax(-1)
+    return weights @ value, weights
+"""
+
+
 # An answer thief: returns any float64 tensor it can find of the shapes the answer must have,
 # cast to the input's dtype and device; `_candidates(query, key, value)` says where it looks.
 STEAL = """
@@ -230,15 +245,18 @@ ATTACKS = [
             for cell in json.load(open(path))["cells"]:
                 if "def {SDPA}" in "".join(cell["source"]):
                     exec("".join(cell["source"]))""")),
-    Attack("read_other_students", "reads files", code("""
+    # These two turn what they find into points: a leak makes them score above their twin.
+    Attack("read_other_students", "reads files", RIGHT + code("""
         import glob
         found = glob.glob("/tmp/**/*.ipynb", recursive=True) + glob.glob("../../**/*.ipynb", recursive=True)
-        found += glob.glob("/tmp/**/gradebook.db", recursive=True)
-        assert not found, found""")),
-    Attack("network", "uses the network", code("""
+        found += glob.glob("/tmp/**/gradebook.db", recursive=True) + glob.glob("/work/**/*.ipynb", recursive=True)
+        if found:  # another notebook is readable: as if its answer were taken
+            scaled_dot_product_attention = _right""")),
+    Attack("network", "uses the network", RIGHT + code("""
         import urllib.request
         try:
             urllib.request.urlopen("https://pypi.org/simple/", timeout=3)
+            scaled_dot_product_attention = _right  # the network answered: as if a solution were fetched
         except OSError:
             pass""")),
     Attack("write_outside", "writes files", code(f"""
