@@ -9,17 +9,17 @@ map lists every module):
 - ``release``       solutions/ -> exercises/ with nbgrader's generate_assignment
 - ``submissions``   finding, unpacking and validating the submitted notebooks (no links followed)
 - ``runner``        grading one student's assignment through autograde and feedback, in worker processes
-- ``preprocessors`` the nbgrader preprocessors that rebuild a submission on the source notebook
-                    (``RebuildFromSource``) and hide hidden tests from the feedback (``HideHiddenTests``)
+- ``rebuild``       ``RebuildFromSource``: the notebook that runs is the source notebook with the
+                    student's answers (and cells they added) put in
 - ``sandbox``       the sandboxed kernels and ``SandboxedExecute``, the preprocessor that runs the notebook
 - ``forkserver``    the warm Python inside a sandbox that forks each kernel
 - ``scanner``       reading the student's source for forbidden calls and tampering, outside the kernel
 - ``judge``         ``JudgeTests``, the preprocessor that judges each test cell's records in the grader
 - ``exporters``     nbconvert exporters that validate only after the kernel ran
-- ``feedback``      the feedback page's exporter, and ``SanitizeStudentContent``, which cleans what the
-                    student controls in it
-- ``scoring``       per-test results and the status of a graded notebook (it scores nothing: the
-                    gradebook and ``judge`` do)
+- ``feedback``      the feedback page: its exporter, ``HideHiddenTests`` and ``SanitizeStudentContent``,
+                    which cleans what the student controls in it
+- ``results``       per-test results and the status of a graded notebook (the points come from the
+                    gradebook, where ``judge`` put them)
 - ``report``        grades.csv, results.json and the feedback folder
 - ``gradebook``     writing the results into an instructor's own nbgrader gradebook
 - ``lms``           from an LMS bulk download to nbgrader's layout, and grades back to the LMS

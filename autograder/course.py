@@ -25,7 +25,8 @@ from traitlets.config import Config
 from .exporters import AutogradeExporter
 from .feedback import FeedbackExporter
 from .judge import JudgeTests
-from .preprocessors import HideHiddenTests, RebuildFromSource
+from .feedback import HideHiddenTests
+from .rebuild import RebuildFromSource
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -34,6 +34,8 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import InvalidNotebook
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Unicode
 
 from .exporters import ValidatedAfterKernel
 
@@ -78,6 +80,33 @@ def _image_sizes(metadata: dict) -> dict:
     return {mime: {k: v for k, v in sizes.items()
                    if k in ("width", "height") and type(v) in (int, float)}
             for mime, sizes in metadata.items() if isinstance(sizes, dict)}
+
+
+class HideHiddenTests(NbGraderPreprocessor):
+    """Replace each hidden-test region by a one-line note, for the student's feedback.
+
+    nbgrader's default feedback shows the autograded notebook, whose test cells were
+    restored from the source notebook: hidden tests included. The outputs (which test
+    failed and why) stay; only the source of the hidden region goes.
+    """
+
+    begin = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
+    end = Unicode("END HIDDEN TESTS").tag(config=True)
+    note = Unicode("# (hidden tests: their results are below, their code is not shown)").tag(config=True)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and self.begin in cell.source:
+            kept, hidden = [], False
+            for line in cell.source.splitlines():
+                if self.begin in line:
+                    hidden = True
+                    kept.append(line[: len(line) - len(line.lstrip())] + self.note)
+                elif self.end in line:
+                    hidden = False
+                elif not hidden:
+                    kept.append(line)
+            cell.source = "\n".join(kept)
+        return cell, resources
 
 
 class SanitizeStudentContent(SanitizeHTML):

@@ -14,7 +14,7 @@ import shutil
 from itertools import groupby
 from pathlib import Path
 
-from .scoring import NotebookResult, worst_status
+from .results import NotebookResult, worst_status
 
 GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status", "reason"]
 # A folder name that is not UTF-8 (Python holds its bytes as surrogates) is written back as

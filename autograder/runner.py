@@ -19,8 +19,8 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from .course import COURSE_ID, Course, nbgrader_id
-from .preprocessors import identify
-from .scoring import NotebookResult, kernel_died, test_results, timed_out
+from .rebuild import identify
+from .results import NotebookResult, kernel_died, test_results, timed_out
 from .submissions import Submission, drop_broken_grade_ids, load_notebook
 
 

@@ -40,8 +40,8 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
-from .preprocessors import HideHiddenTests
-from .scoring import NOTEBOOK_TIMEOUT
+from .feedback import HideHiddenTests
+from .results import NOTEBOOK_TIMEOUT
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 ANSWERS_DIR = CHECKS_DIR / "answers"

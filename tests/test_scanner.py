@@ -439,7 +439,7 @@ def test_pasted_setup_and_test_cells_are_recognised_as_copies(tmp_path):
     import nbformat
 
     from autograder.judge import is_student_cell
-    from autograder.preprocessors import RebuildFromSource
+    from autograder.rebuild import RebuildFromSource
     from classroom import REPO, make_submission, notebook_name
 
     assignment = "02-softmax-scaling"

@@ -13,10 +13,10 @@ import nbformat
 import pytest
 
 from autograder.course import Course, nbgrader_id
-from autograder.preprocessors import HideHiddenTests
+from autograder.feedback import HideHiddenTests
 from autograder.report import ResultsWriter, grades_csv
 from autograder.runner import _nbgrader_error, grade_all
-from autograder.scoring import NotebookResult
+from autograder.results import NotebookResult
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
                                     drop_broken_grade_ids, find_root, load_notebook, unpack_zip)
 
@@ -250,7 +250,7 @@ def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp
 def test_a_checks_report_reaches_the_results_without_an_internal_prefix():
     from nbformat.v4 import new_code_cell, new_output
 
-    from autograder.scoring import cell_message
+    from autograder.results import cell_message
 
     report = new_code_cell(outputs=[new_output("error", ename="CheckFailed", evalue="✗ softmax: 1 of 2 cases fail",
                                                traceback=[])])

@@ -1,4 +1,4 @@
-"""nbgrader-style preprocessors that the autograder adds to nbgrader's pipelines."""
+"""Rebuilding a submission on the source notebook, before it runs (nbgrader's sanitize step)."""
 import copy
 import re
 from pathlib import Path
@@ -7,33 +7,6 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
-
-
-class HideHiddenTests(NbGraderPreprocessor):
-    """Replace each hidden-test region by a one-line note, for the student's feedback.
-
-    nbgrader's default feedback shows the autograded notebook, whose test cells were
-    restored from the source notebook: hidden tests included. The outputs (which test
-    failed and why) stay; only the source of the hidden region goes.
-    """
-
-    begin = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
-    end = Unicode("END HIDDEN TESTS").tag(config=True)
-    note = Unicode("# (hidden tests: their results are below, their code is not shown)").tag(config=True)
-
-    def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and self.begin in cell.source:
-            kept, hidden = [], False
-            for line in cell.source.splitlines():
-                if self.begin in line:
-                    hidden = True
-                    kept.append(line[: len(line) - len(line.lstrip())] + self.note)
-                elif self.end in line:
-                    hidden = False
-                elif not hidden:
-                    kept.append(line)
-            cell.source = "\n".join(kept)
-        return cell, resources
 
 
 class RebuildFromSource(NbGraderPreprocessor):
