@@ -13,7 +13,7 @@ A case is a small dict; every key is optional:
     shift_right:   batch=2, T=5, start_token=1, vocab=10, dtype="int64", seed
     greedy_decode: batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64", seed
     training:      batch=8, S=5, T=6, E=16, nhead=2, F=32, num_encoder_layers=1,
-                   num_decoder_layers=1, vocab=11, steps=20, lr=0.5, src_padding=False, seed
+                   num_decoder_layers=1, vocab=11, steps=15, lr=0.5, src_padding=False, seed
 
 T is the target's length, S the source's (the memory's). Masks are boolean, True = not
 allowed: causal is True above the diagonal; a random mask never hides key 0. tgt_padding and
@@ -396,7 +396,7 @@ def train_losses(model: Seq2Seq, src, tgt, start_token: int, steps: int, lr: flo
 
 
 TRAINING_DEFAULTS = dict(batch=8, S=5, T=6, E=16, nhead=2, F=32, num_encoder_layers=1, num_decoder_layers=1,
-                         vocab=11, steps=20, lr=0.5, src_padding=False)
+                         vocab=11, steps=15, lr=0.5, src_padding=False)
 
 
 def training_spec(c: Spec) -> Spec:
