@@ -123,12 +123,13 @@ def graded(assignments: list[str], out_dir: Path | None) -> Results:
         return Results.read(out)
 
 
-def tally(assignments: list[str], results: Results, show: set[str]) -> list[Row]:
+def tally(assignments: list[str], results: Results, show: set[str], prefix: str = "") -> list[Row]:
+    """The table's rows; corpus students are graded under `prefix` + their file's name."""
     rows = []
     for assignment in assignments:
         row = Row(assignment)
         for entry in load_corpus(assignment, cli=True):
-            notebook = results.notebooks.get((entry.name, assignment))
+            notebook = results.notebooks.get((prefix + entry.name, assignment))
             if entry.expect != "partial" or notebook is None:
                 continue
             failing = [t["message"] for t in notebook["tests"] if not t["passed"]]

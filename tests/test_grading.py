@@ -18,6 +18,7 @@ from classroom import (REPO, Results, grade, load_corpus, make_submission, noteb
                        secret_lines, tree_digest)
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
+sys.path.insert(0, str(REPO / "benchmarks"))  # hint_coverage's tally
 
 
 class GradedClass:
@@ -66,6 +67,18 @@ def test_reference_solution_gets_full_marks(graded):
     assert float(row["max_score"]) > 0
     assert float(row["score"]) == float(row["max_score"]), graded.tests("reference")
     assert all(t["passed"] for t in graded.tests("reference"))
+
+
+def test_every_failure_explains_itself(graded):
+    """Issue 18's targets, on this assignment's buggy corpus as the CLI graded it: every buggy
+    student gets a hint, at least 95% of the cases whose code raised get one, and no hint line
+    stands detached from its case (benchmarks/hint_coverage.py prints the table)."""
+    from hint_coverage import targets_hold, tally
+
+    (row,) = tally([graded.assignment], graded.results, set(), prefix="corpus-")
+    assert row.students, "no buggy student was graded"
+    assert targets_hold([row]), (f"unhinted: {row.unhinted}; crash cases hinted {row.hinted_crash_cases}/"
+                                 f"{row.crash_cases}; detached hints {row.detached}")
 
 
 def test_untouched_release_notebook_gets_zero(graded):

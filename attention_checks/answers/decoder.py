@@ -332,6 +332,9 @@ def _training_losses(x: Inputs, spec: Spec, bug: str | None = None) -> Tensor:
     model = build_seq2seq(transformer, x.extra["around"], c["vocab"], c["E"])
     if bug == "encoder frozen":  # no gradient through the memory: the source embedding learns nothing either
         model.src_embed.weight.requires_grad_(False)
+    if bug == "output detached":  # nothing below the output layer gets a gradient
+        for p in [*transformer.parameters(), model.src_embed.weight, model.tgt_embed.weight]:
+            p.requires_grad_(False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: threads only add overhead (the grading kernels use one too)
     try:
@@ -356,6 +359,10 @@ def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                                   "weights (a .detach() or torch.no_grad() inside, or weights that are not "
                                   "nn.Parameters the optimiser can see).",
                                   dict(losses=_training_losses(x, spec, "decoder frozen"))),
+        "output detached": Mistake("Your loss falls only as far as the output layer alone can take it: no gradient "
+                                   "reaches the Transformer or the embeddings (a .detach() on the Transformer's "
+                                   "output, or the forward pass under torch.no_grad()).",
+                                   dict(losses=_training_losses(x, spec, "output detached"))),
     }
 
 

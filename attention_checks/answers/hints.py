@@ -83,6 +83,23 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
     if m:
         hints.append("This case's inputs have another number of dimensions than your code assumes: count "
                      "dimensions from the end (-1, -2), which works for any number of leading dimensions.")
+    if re.search(r"WeightsDoNotFit|weights do not (fit|load)|has no parameters, so the weights", first):
+        hints.append("The test loads PyTorch's weights into your module: give it the same submodules and "
+                     "parameters, with the same names and shapes (nn.Linear or nn.LayerNorm submodules, "
+                     "nn.Parameter attributes, nn.ModuleList for a list of layers).")
+    if "EvalModeError" in first or "dropout must be off in eval mode" in first:
+        hints.append("In eval mode (after module.eval()) dropout must do nothing: use nn.Dropout modules, or "
+                     "F.dropout(x, p, training=self.training), never F.dropout(x, p) alone.")
+    m = re.search(r"Expected key_padded_mask\.shape\[1\] to be (\d+), but got (\d+)", first)
+    if m:
+        hints.append(f"A key padding mask has one entry per key of its attention ({m[1]} here, not {m[2]}): "
+                     "in cross-attention the keys are the memory (the source), so it takes the source's padding "
+                     "mask; the self-attention takes the target's.")
+    m = re.search(r"The shape of the 2D attn_mask is torch\.Size\(\[(\d+), (\d+)\]\), but should be \((\d+), (\d+)\)",
+                  first)
+    if m:
+        hints.append(f"An attn_mask is (queries, keys) of its attention ({m[3]} x {m[4]} here): the causal mask "
+                     "(T, T) belongs to the self-attention over the target, a (T, S) mask to the cross-attention.")
     if re.search(r"mat1 and mat2 shapes cannot be multiplied|Expected size for first two dimensions of batch2", first):
         hints.append("The shapes of a matrix product do not fit: the last axis of the left operand meets the "
                      "second-to-last of the right one; check which axes you transpose.")
