@@ -31,14 +31,11 @@ def _snapshot(inputs: "Inputs") -> dict[str, torch.Tensor]:
 
 
 def _changed(inputs: "Inputs", before: Mapping[str, torch.Tensor]) -> tuple[str, ...]:
-    changed = []
-    for name, copy in before.items():
-        now = inputs.named[name]
-        same = now.shape == copy.shape and now.dtype == copy.dtype and (
-            torch.equal(now, copy) or (now.is_floating_point() and torch.allclose(now, copy, rtol=0, atol=0, equal_nan=True)))
-        if not same:
-            changed.append(name)
-    return tuple(changed)
+    def same(now: torch.Tensor, copy: torch.Tensor) -> bool:  # NaN where there was NaN is unchanged
+        return now.shape == copy.shape and now.dtype == copy.dtype and bool(
+            ((now == copy) | (now.isnan() & copy.isnan()) if now.is_floating_point() else now == copy).all())
+
+    return tuple(name for name, copy in before.items() if not same(inputs.named[name], copy))
 
 
 def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: ForbiddenCalls) -> Outcome:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, quiet, tolerance
+from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name, quiet, tolerance
 from ..record import Outcome, decode_outcome, device_name
 from .hints import crash_hints, pattern_hints, split_error, structure_hints
 
@@ -86,10 +86,6 @@ def judged(check: "Check", case: Mapping[str, Any]) -> Judged:
 
 # --------------------------------------------------------------------------
 # comparing one output
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 @dataclass
