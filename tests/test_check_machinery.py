@@ -44,7 +44,7 @@ def _sdpa_tf32(query, key, value, attn_mask=None, is_causal=False, scale=None):
     scale = 1 / math.sqrt(query.size(-1)) if scale is None else scale
     scores = mm(query, key.transpose(-2, -1)) * scale
     if is_causal:
-        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(), float("-inf"))
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     weights = scores.softmax(-1)
