@@ -15,6 +15,9 @@ A case is a small dict; every key is optional:
     mha_parameter_count: embed_dim=16, num_heads=4, bias=True
     mha_multiply_adds:   n=4, d=8, num_heads=2
 
+Assignment 04 grades MultiHeadAttention without masks; its mask cases are graded in 05-masks (part 5),
+whose notebook imports check_multi_head_attention from here, once chapter 05 has taught them.
+
 Without a seed, one is derived from the case. MultiHeadAttention is built (with the global RNG
 forked, so that the student's own random state is left as it was), given random weights (biases
 included) through load_state_dict, put in eval mode and called; attention_checks.answers.multi_head

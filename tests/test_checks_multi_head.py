@@ -38,6 +38,10 @@ CPU = torch.device("cpu")
 SOURCE = SourceNotebook(ASSIGNMENT)
 NB, CELLS, SOLUTIONS, TESTS, MAX_SCORE = SOURCE.nb, SOURCE.cells, SOURCE.solutions, SOURCE.tests, SOURCE.max_score
 student, grade_all = SOURCE.student, SOURCE.grade_all
+# Assignment 04 grades MultiHeadAttention without masks; 05 (part 5, after the chapter on masks) grades
+# the same check's mask cases on the class completed there. Tests of the check's masks use that class.
+MASKED = SourceNotebook("05-masks")
+MASK_KEYS = ("key_padding_mask", "attn_mask")
 GRADED = ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count", "mha_multiply_adds"]
 CHECKS = {"check_split_heads", "check_merge_heads", "check_multi_head_attention", "check_mha_parameter_count",
           "check_mha_multiply_adds"}
@@ -66,7 +70,26 @@ SMALL = [dict(), dict(key_padding_mask="bool", L=4, S=6)]
 
 
 def _reference_class():
-    return student()["MultiHeadAttention"]
+    """The reference MultiHeadAttention with masks: notebook 05's."""
+    return MASKED.student()["MultiHeadAttention"]
+
+
+def _mha_test_cells():
+    """(notebook, grade_id) of every test cell that grades MultiHeadAttention, in 04 and 05."""
+    return [(nb, gid) for nb in (SOURCE, MASKED) for gid, cell in nb.tests.items()
+            if "check_multi_head_attention" in cell.source]
+
+
+def test_each_notebook_grades_only_what_its_chapter_has_taught():
+    """04 comes before the chapter on masks: its MultiHeadAttention cases have none, and every case
+    of 05's has one (issue 19, item 7)."""
+    cells = _mha_test_cells()
+    assert {nb.assignment for nb, _ in cells} == {ASSIGNMENT, MASKED.assignment}
+    for nb, gid in cells:
+        cases = nb.cases(gid)
+        masked = [any(case.get(k, "none") != "none" for k in MASK_KEYS) for case in cases]
+        assert masked == [nb is MASKED] * len(cases), (nb.assignment, gid)
+    assert sum(MASKED.points(gid) for nb, gid in cells if nb is MASKED) == 4
 
 
 def _functional_cheat(call):
@@ -180,9 +203,7 @@ def test_forbidden_detector_ignores_other_calls():
 
 
 def test_the_reference_may_use_scaled_dot_product_attention():
-    ns = student()
-
-    class WithSDPA(ns["MultiHeadAttention"]):
+    class WithSDPA(_reference_class()):
         def forward(self, query, key, value, key_padding_mask=None, attn_mask=None, need_weights=True,
                     average_attn_weights=True):
             out, weights = super().forward(query, key, value, key_padding_mask, attn_mask, need_weights,
@@ -316,7 +337,7 @@ def _builders():
     ns = student()
     yield check_split_heads, ns["split_heads"], [dict(), dict(dtype="float64", batch=1, L=1)]
     yield check_merge_heads, ns["merge_heads"], [dict(), dict(dtype="float64", H=1)]
-    yield check_multi_head_attention, ns["MultiHeadAttention"], [
+    yield check_multi_head_attention, _reference_class(), [
         dict(check="parameters"), dict(check="parameters", bias=False), dict(need_weights=False),
         dict(attn_mask="bool", L=3, S=4), dict(dtype="float64", average_attn_weights=False, H=4)]
     yield check_mha_parameter_count, ns["mha_parameter_count"], [dict(), dict(bias=False)]
@@ -326,7 +347,7 @@ def _builders():
 def _wrong():
     """A wrong answer of each kind, to see its verdict survive the record."""
     ns = student()
-    Reference = ns["MultiHeadAttention"]
+    Reference = _reference_class()
 
     class NeverNone(Reference):
         def forward(self, *args, **kwargs):
@@ -402,12 +423,11 @@ def _tf32_mha_class():
 
 
 def test_float32_tolerance_holds_for_tf32_matmuls():
-    namespace = student()
-    namespace["MultiHeadAttention"] = _tf32_mha_class()
-    for gid, cell in TESTS.items():
-        if "check_multi_head_attention" in cell.source:
-            points, message = run_test_cell(cell, namespace)
-            assert points == float(_nbgrader(cell)["points"]), message
+    for nb, gid in _mha_test_cells():  # 04's cases and 05's masks
+        namespace = nb.student()
+        namespace["MultiHeadAttention"] = _tf32_mha_class()
+        points, message = run_test_cell(nb.cells[gid], namespace)
+        assert points == nb.points(gid), message
 
 
 def test_outputs_on_another_dtype_lose_the_structure_share():
@@ -503,22 +523,20 @@ def test_a_float_mask_used_as_a_boolean_is_named():
     assert "hint" not in text.split("... and")[-1] or "case" in text.split("... and")[-1]
 
 
-@pytest.mark.parametrize("bug, hint", [
-    ("masks.append(key_padding_mask.view(B, 1, 1, S))", "key_padding_mask and attn_mask may be None"),
-    ("scores = torch.einsum('bhld,bhsd->bhls', q, k)", None),
-])
-def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug, hint):
-    source = SOLUTIONS["MultiHeadAttention"]
-    if hint:  # the None check removed
-        source = source.replace("if key_padding_mask is not None:  # (B, S) -> (B, 1, 1, S): every head and query\n"
-                                "            masks.append(key_padding_mask.view(B, 1, 1, S))",
-                                "masks.append(key_padding_mask.view(B, 1, 1, S))")
+@pytest.mark.parametrize("bug", ["no None check", "einsum"])
+def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug):
+    solution = MASKED.solutions["MultiHeadAttention"]
+    if bug == "no None check":  # key_padding_mask viewed without asking whether there is one
+        source = solution.replace("merge_masks(key_padding_mask, attn_mask, H)",
+                                  "attn_mask | key_padding_mask.view(B, 1, 1, S)")
+        cases, hint = [dict(attn_mask="bool"), dict(attn_mask="bool", key_padding_mask="bool")], \
+            "key_padding_mask may be None"
     else:  # subscripts for one head: q and k are (B, H, L, D)
-        source = source.replace("scores = q @ k.transpose(-2, -1)", "scores = torch.einsum('bld,bsd->bls', q, k)")
-        hint = "einsum subscripts name 3 dimensions, but the tensor has 4"
-    assert source != SOLUTIONS["MultiHeadAttention"]
-    ns = student({"MultiHeadAttention": source})
-    text = report(check_multi_head_attention, ns["MultiHeadAttention"], [dict(), dict(key_padding_mask="bool")])
+        source = solution.replace("scores = q @ k.transpose(-2, -1)", "scores = torch.einsum('bld,bsd->bls', q, k)")
+        cases, hint = [dict(), dict(key_padding_mask="bool")], "einsum subscripts name 3 dimensions, but the tensor has 4"
+    assert source != solution
+    ns = MASKED.student({"MultiHeadAttention": source})
+    text = report(check_multi_head_attention, ns["MultiHeadAttention"], cases)
     assert "raised" in text and hint in text, text
     assert set(re.findall(r"hint: (.+)", text)) - {"as above"} == {next(h for h in re.findall(r"hint: (.+)", text))}
 

@@ -1,7 +1,17 @@
-# Views key_padding_mask (B, S) as (B, S, 1, 1): the keys land on the head axis, which broadcasting rejects.
+# Views key_padding_mask without asking whether there is one: every call without it crashes.
 # expect: partial
-# hint: key_padding_mask (B, S) marks keys
+# hint: may be None
 # %% cell: MultiHeadAttention
+def split_heads(x, num_heads):  # pasted from notebook 04 with the class that calls it
+    B, L, E = x.shape
+    return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, E/H)
+
+
+def merge_heads(x):
+    B, H, L, D = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * D)  # (B, L, H·D)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with nn.MultiheadAttention's parameters and masks (batch first).
 
@@ -43,8 +53,7 @@ class MultiHeadAttention(nn.Module):
         masks = []
         if attn_mask is not None:  # (L, S), or (B·H, L, S) -> (B, H, L, S)
             masks.append(attn_mask.view(B, H, L, S) if attn_mask.dim() == 3 else attn_mask)
-        if key_padding_mask is not None:  # (B, S) -> (B, 1, 1, S): every head and query
-            masks.append(key_padding_mask.view(B, S, 1, 1))
+        masks.append(key_padding_mask.view(B, 1, 1, S))  # (B, S) -> (B, 1, 1, S)
         for mask in masks:
             if mask.dtype == torch.bool:
                 scores = scores.masked_fill(mask, float("-inf"))  # True = may not attend

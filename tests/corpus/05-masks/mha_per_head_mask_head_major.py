@@ -1,7 +1,17 @@
-# Treats every mask as boolean: masked_fill with a float mask (added values) raises.
+# Reads a (B·H, L, S) attn_mask as head-major (index h·B + b).
 # expect: partial
-# hint: may be a float mask
+# hint: b·num_heads + h
 # %% cell: MultiHeadAttention
+def split_heads(x, num_heads):  # pasted from notebook 04 with the class that calls it
+    B, L, E = x.shape
+    return x.reshape(B, L, num_heads, E // num_heads).transpose(1, 2)  # (B, H, L, E/H)
+
+
+def merge_heads(x):
+    B, H, L, D = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * D)  # (B, L, H·D)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with nn.MultiheadAttention's parameters and masks (batch first).
 
@@ -42,11 +52,14 @@ class MultiHeadAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, L, S)
         masks = []
         if attn_mask is not None:  # (L, S), or (B·H, L, S) -> (B, H, L, S)
-            masks.append(attn_mask.view(B, H, L, S) if attn_mask.dim() == 3 else attn_mask)
+            masks.append(attn_mask.view(H, B, L, S).transpose(0, 1) if attn_mask.dim() == 3 else attn_mask)
         if key_padding_mask is not None:  # (B, S) -> (B, 1, 1, S): every head and query
             masks.append(key_padding_mask.view(B, 1, 1, S))
         for mask in masks:
-            scores = scores.masked_fill(mask, float("-inf"))  # True = may not attend
+            if mask.dtype == torch.bool:
+                scores = scores.masked_fill(mask, float("-inf"))  # True = may not attend
+            else:
+                scores = scores + mask
         weights = scores.softmax(dim=-1)  # (B, H, L, S)
 
         attn_output = self.out_proj(merge_heads(weights @ v))  # (B, H, L, E/H) -> (B, L, E)
