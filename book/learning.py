@@ -14,20 +14,38 @@ out the same on every build.
 - ``plot_losses``: loss curves, smoothed.
 - ``attention_before_after``: two attention heatmaps side by side, before and after
   training, on the same colour scale.
+
+The reversal task of chapter 08, shared with chapter 04 (which shows the heads of the
+trained model), so that a site build trains that model once:
+
+- ``reversal_batch``, ``training_batch``, ``reversal_loss``, ``reversal_model``: the
+  data, the loss and the initial model; ``REVERSAL`` holds every training setting.
+- ``trained_reversal_model``: the model trained on the task, from a cache on disk when
+  the same code, data and seed trained it before (``reversal_cache_key``).
+- ``head_weights``: the per-head attention weights of every attention of a model.
+- ``show_source``: a function's code as a code block, for a chapter to show what it imports.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import os
 import random
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+import transformer as course
 from plots import to_numpy
 
-__all__ = ["seed_everything", "train", "accuracy", "plot_losses", "attention_before_after"]
+__all__ = ["seed_everything", "train", "accuracy", "plot_losses", "attention_before_after",
+           "REVERSAL", "reversal_batch", "training_batch", "reversal_loss", "reversal_model",
+           "reversal_cache_key", "trained_reversal_model", "head_weights", "show_source"]
 
 
 def seed_everything(seed: int) -> None:
@@ -171,3 +189,152 @@ def attention_before_after(before, after, *, cell_labels=None, xlabels=None, yla
         ax.set_ylabel(ylabel)
     fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
     return fig
+
+
+# ---- the reversal task of chapter 08 ----------------------------------------------------------
+# Chapter 08 trains on it and chapter 04 shows the trained model's heads: both call
+# trained_reversal_model(), which trains once and keeps the weights on disk.
+
+PAD, START, END, VOCAB, MAX_LEN = 0, 1, 2, 13, 8  # digits 0-9 are the ids 3-12
+REVERSAL = dict(  # everything that decides the trained weights, besides the code below
+    model=dict(vocab_size=VOCAB, d_model=64, nhead=4, num_layers=2, dim_feedforward=128, dropout=0.0),
+    init_seed=0, data_seed=1, test_seed=1234, test_size=1000, batch_size=256,
+    steps=500, warmup=50, lr=6e-3)
+
+
+def reversal_batch(gen: torch.Generator, n: int):
+    """n random sequences: src (n, 8) padded with PAD, tgt (n, 9) reversed + END, padded."""
+    lengths = torch.randint(3, MAX_LEN + 1, (n, 1), generator=gen)  # (n, 1)
+    pos = torch.arange(MAX_LEN + 1)  # (9,)
+    digits = torch.randint(3, VOCAB, (n, MAX_LEN), generator=gen)
+    src = digits.masked_fill(pos[:MAX_LEN] >= lengths, PAD)
+    backwards = (lengths - 1 - pos).clamp(min=0)  # (n, 9): target position t reads source L-1-t
+    tgt = src.gather(1, backwards[:, :MAX_LEN].clamp(max=MAX_LEN - 1))
+    tgt = torch.cat([tgt, tgt[:, :1]], dim=1)  # (n, 9)
+    tgt = torch.where(pos < lengths, tgt, torch.where(pos == lengths, END, PAD))
+    return src, tgt
+
+
+def _code(src):  # one integer per sequence, to recognise the held-out ones
+    return (src * 13 ** torch.arange(MAX_LEN)).sum(1)
+
+
+def held_out_sequences():
+    """The 1,000 held-out sequences (src (1000, 8), tgt (1000, 9)), never trained on."""
+    return reversal_batch(torch.Generator().manual_seed(REVERSAL["test_seed"]), REVERSAL["test_size"])
+
+
+@functools.lru_cache(maxsize=1)
+def _held_out_codes() -> torch.Tensor:
+    return _code(held_out_sequences()[0])  # (1000,)
+
+
+def training_batch(gen: torch.Generator):
+    """A batch of 256 fresh sequences minus those that happen to be in the test set."""
+    src, tgt = reversal_batch(gen, REVERSAL["batch_size"])
+    keep = ~torch.isin(_code(src), _held_out_codes())  # never train on a test sequence
+    return src[keep], tgt[keep]
+
+
+def reversal_loss(model, batch):
+    """Teacher forcing: cross-entropy of every target position at once, padding ignored."""
+    src, tgt = batch
+    logits = model(src, course.shift_right(tgt, START))  # (B, 9, VOCAB), all positions at once
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt.reshape(-1), ignore_index=PAD)
+
+
+def reversal_model() -> course.Seq2Seq:
+    """The untrained model: seeded, so its random weights are the same on every build."""
+    seed_everything(REVERSAL["init_seed"])
+    return course.Seq2Seq(**REVERSAL["model"]).eval()
+
+
+def warmup_then_decay(step: int) -> float:
+    # linear warm-up, then a linear decay to 0 at the last step
+    steps, warmup = REVERSAL["steps"], REVERSAL["warmup"]
+    return min((step + 1) / warmup, (steps - step) / (steps - warmup))
+
+
+def reversal_cache_key() -> str:
+    """A hash of everything the trained weights depend on: the settings, the source of the
+    data, loss, model and training functions, the course's modules and the torch version.
+    Change any of them and the cache misses, so a stale model is never shown."""
+    parts = [repr(sorted(REVERSAL.items())), repr((PAD, START, END, VOCAB, MAX_LEN)), torch.__version__,
+             Path(course.__file__).read_text()]
+    functions = (reversal_batch, _code, held_out_sequences, _held_out_codes, training_batch, reversal_loss,
+                 reversal_model, warmup_then_decay, seed_everything, train)
+    parts += [inspect.getsource(f) for f in functions]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _default_cache() -> Path | None:
+    """$COURSE_MODEL_CACHE (empty: no cache); in a clone, _build/trained-models (git ignores
+    _build/); elsewhere (Colab), ~/.cache/attention-from-scratch."""
+    if "COURSE_MODEL_CACHE" in os.environ:
+        return Path(os.environ["COURSE_MODEL_CACHE"]) if os.environ["COURSE_MODEL_CACHE"] else None
+    repo = Path(__file__).resolve().parent.parent
+    if (repo / "_config.yml").is_file() and (repo / "book" / "transformer.py").is_file():
+        return repo / "_build" / "trained-models"
+    return Path.home() / ".cache" / "attention-from-scratch"
+
+
+def trained_reversal_model(cache: Path | None | str = "default"):
+    """The reversal Transformer of chapter 08, trained; returns ``(model, run)``.
+
+    ``run`` is ``train``'s result plus ``"cpu_seconds"`` and ``"cached"`` (whether the
+    weights came from disk; the times are those of the run that trained them). The
+    weights are kept in ``cache`` (a folder; ``None``: train, keep nothing) under
+    ``reversal_cache_key()``, so the chapters that need the model share one training,
+    and a change to anything that trains it trains it again.
+    """
+    cache = _default_cache() if cache == "default" else cache
+    model = reversal_model()
+    path = None if cache is None else Path(cache) / f"reversal-{reversal_cache_key()}.pt"
+    if path is not None and path.is_file():
+        saved = torch.load(path, weights_only=True)
+        model.load_state_dict(saved["state_dict"])
+        return model.eval(), {"losses": saved["losses"], "seconds": saved["seconds"],
+                              "cpu_seconds": saved["cpu_seconds"], "cached": True}
+    cpu_start = time.process_time()
+    run = train(model, training_batch, reversal_loss, steps=REVERSAL["steps"], lr=REVERSAL["lr"],
+                seed=REVERSAL["data_seed"], schedule=warmup_then_decay)
+    run.update(cpu_seconds=time.process_time() - cpu_start, cached=False)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")  # another build may write the same file
+        torch.save({"state_dict": model.state_dict(), "losses": run["losses"], "seconds": run["seconds"],
+                    "cpu_seconds": run["cpu_seconds"]}, partial)
+        os.replace(partial, path)
+    return model, run
+
+
+def show_source(*functions):
+    """The source of ``functions`` as a Python code block (a Markdown output, which the book
+    and Jupyter both highlight): a chapter shows the code it imports from here."""
+    from IPython.display import Markdown
+
+    code = "\n\n".join(inspect.getsource(f).strip() for f in functions)
+    return Markdown(f"```python\n{code}\n```")
+
+
+@torch.no_grad()
+def head_weights(model: torch.nn.Module, *inputs) -> dict[str, torch.Tensor]:
+    """Every attention's per-head weights when ``model(*inputs)`` runs: name -> (B, H, L, S).
+
+    The layers ask their attention for no weights, or for the mean over heads; this runs
+    the model once, records each ``MultiHeadAttention``'s arguments, and calls it again
+    on them with ``average_attn_weights=False``. Names are the modules' own, e.g.
+    ``transformer.encoder.layers.0.self_attn``.
+    """
+    calls, hooks = {}, []
+    for name, module in model.named_modules():
+        if isinstance(module, course.MultiHeadAttention):
+            record = lambda m, args, kwargs, name=name: calls.__setitem__(name, (m, args, kwargs))
+            hooks.append(module.register_forward_pre_hook(record, with_kwargs=True))
+    try:
+        model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return {name: m(*args, **{**kwargs, "need_weights": True, "average_attn_weights": False})[1]
+            for name, (m, args, kwargs) in calls.items()}
