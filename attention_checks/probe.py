@@ -4,6 +4,13 @@
 the student's object under ``ForbiddenCalls`` and notes what it returned or raised and which
 inputs it changed in place. Under the autograder, ``publish`` displays those outcomes as the
 test cell's record; the grader judges them (``answers.judging``).
+
+Without a GPU, a device bug (a mask made with ``torch.ones(L, L)``, no ``device=``, mixed with
+inputs that a GPU grader puts on cuda) would pass: ``on_meta`` runs each case that passed once
+more with every tensor on PyTorch's ``meta`` device, whose kernels check devices as CUDA's do (a
+CPU tensor with dimensions may not meet a meta one; a 0-dim CPU scalar may) but hold no data.
+Only what it raised is recorded; the grader decides whether that is a device bug (any other
+failure, such as ``.item()`` on a meta tensor, means nothing).
 """
 from __future__ import annotations
 
@@ -50,6 +57,21 @@ def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: For
     return Outcome(value, modified=_changed(inputs, before))
 
 
+META = torch.device("meta")
+
+
+def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: ForbiddenCalls) -> str | None:
+    """What the case raised with its tensors (and a class's parameters, which the check's call moves
+    to the input's device) on the meta device, or None."""
+    inputs = check.build(case).to(META)
+    try:
+        with quiet(), guard:
+            check.call(student, inputs, check.spec(case))
+    except Exception as error:  # noqa: BLE001 - student code, or a data-dependent step meta cannot run
+        return describe_error(error)
+    return None
+
+
 def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], device: torch.device) -> Probed:
     __tracebackhide__ = True
     guard = ForbiddenCalls(check.forbidden)
@@ -62,6 +84,12 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
         else:
             outcomes.append(probe(check, student, inputs, spec, guard))
         likes.append(inputs.like)
+    if check.on_device and device.type == "cpu" and callable(student):
+        # after every real case, so that nothing the meta runs leave behind changes a real outcome;
+        # on a GPU the real cases show device bugs themselves
+        for case, outcome, like in zip(cases, outcomes, likes):
+            if outcome.error is None and like is not None:
+                outcome.meta_error = on_meta(check, student, case, guard)
     return Probed(outcomes, likes, list(guard.seen))
 
 

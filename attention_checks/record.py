@@ -30,6 +30,9 @@ class Outcome:
     error: str | None = None
     not_implemented: bool = False
     modified: tuple[str, ...] = ()  # the inputs the student's code changed in place
+    # what the same case raised with every tensor on the meta device (CUDA's device rules, no data;
+    # see probe.on_meta), or None: a GPU-free grader's view of a device bug. The grader decides what it means.
+    meta_error: str | None = None
 
 
 RECORD_VARIABLE = "ATTENTION_CHECKS_RECORD"  # set to "1" in every grading kernel's environment
@@ -60,7 +63,10 @@ def _encode_outcome(outcome: Outcome, like: torch.Tensor) -> dict:
     if outcome.error is not None:
         return {"error": outcome.error, "not_implemented": outcome.not_implemented, "modified": list(outcome.modified)}
     device = str(like.device) if like is not None else "cpu"
-    return {"value": _encode(outcome.value, like), "device": device, "modified": list(outcome.modified)}
+    encoded = {"value": _encode(outcome.value, like), "device": device, "modified": list(outcome.modified)}
+    if outcome.meta_error is not None:
+        encoded["meta_error"] = outcome.meta_error[:2000]
+    return encoded
 
 
 def _encode(value: Any, like: torch.Tensor) -> Any:
@@ -90,7 +96,9 @@ def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
         if "error" in data:
             return Outcome(error=str(data["error"]), not_implemented=bool(data.get("not_implemented")),
                            modified=modified), None
-        return Outcome(_decode(data["value"]), modified=modified), str(data["device"])
+        meta_error = data.get("meta_error")
+        return Outcome(_decode(data["value"]), modified=modified,
+                       meta_error=None if meta_error is None else str(meta_error)), str(data["device"])
     except Exception:  # noqa: BLE001 - anything malformed that came out of the kernel
         return Outcome(error="the recorded result could not be read"), None
 

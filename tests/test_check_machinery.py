@@ -264,6 +264,99 @@ def test_dtype_and_device_are_checked():
     assert "dtype float32, expected bool" in masks.line and "input" not in masks.line
 
 
+def _sdpa_causal_on_cpu(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    """Right values, but the causal mask is made on the CPU: on a GPU the causal cases crash."""
+    L, S = query.size(-2), key.size(-2)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)) if scale is None else \
+        query @ key.transpose(-2, -1) * scale
+    if is_causal:
+        scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = scores.softmax(-1)
+    return weights @ value, weights
+
+
+def test_a_device_bug_fails_without_a_gpu_as_it_would_on_one():
+    """A mask made on the CPU passes on the CPU; the case's run on the meta device shows that it
+    crashes on a GPU: that case is judged as a crash, with a hint quoting the call, the others pass."""
+    probed = probe_all(SDPA, _sdpa_causal_on_cpu, SMALL, CPU)
+    assert [o.error for o in probed.outcomes] == [None] * 3  # on the CPU every case runs ...
+    assert [o.meta_error is not None for o in probed.outcomes] == [False, False, True]  # ... on a GPU one crashes
+    report = judge_records(SDPA, _recorded(SDPA, _sdpa_causal_on_cpu, SMALL), SMALL, points=3)
+    assert report.score == 2 and "1 of 3 cases fail" in report.text, report.text
+    assert "case 3:" in report.text and "raised RuntimeError on a GPU" in report.text
+    assert "`torch.ones(L, S, dtype=torch.bool)` creates a tensor on the CPU" in report.text
+    assert "device=query.device" in report.text and "meta" not in report.text
+    # the student's own notebook says the same
+    here = judge(SDPA, SMALL, probed.outcomes, points=3, devices=["cpu"] * 3)
+    assert (here.score, here.text) == (report.score, report.text)
+    # a correct student keeps full marks: its meta runs raise nothing
+    right = probe_all(SDPA, _reference_sdpa(), SMALL, CPU)
+    assert [o.meta_error for o in right.outcomes] == [None] * 3
+
+
+def test_failures_on_meta_that_are_no_device_bug_change_nothing():
+    """Code that needs data (.item(), printing values, boolean indexing) cannot run on meta, and a
+    0-dim CPU tensor may meet cuda tensors (masked_fill's value, a scale): never a failure."""
+    reference = _reference_sdpa()
+
+    def needs_data(query, key, value, **kwargs):
+        print(query)
+        assert bool(torch.isfinite(query).all()), "no NaN"  # .item() on meta
+        query[query.abs() > 1e9] = 0.0  # boolean indexing: nonzero on meta
+        scale = torch.tensor(query.size(-1), dtype=query.dtype).sqrt()  # 0-dim on the CPU: fine on cuda
+        output, weights = reference(query * scale / scale, key, value, **kwargs)
+        return output, weights.masked_fill(weights < -1, torch.tensor(0.0))  # 0-dim value: fine on cuda
+
+    probed = probe_all(SDPA, needs_data, SMALL, CPU)
+    assert all(o.meta_error for o in probed.outcomes)  # every meta run failed, none of them a device bug
+    assert judge_records(SDPA, _recorded(SDPA, needs_data, SMALL), SMALL, points=3).score == 3
+
+
+def test_the_meta_verdict_is_the_graders_and_forging_it_gains_nothing():
+    """The kernel records what the meta run raised; the grader reads it. A record without it gets
+    what a GPU-free grader gave before (the CPU run's verdict); one with a forged error only loses."""
+    record = _recorded(SDPA, _sdpa_causal_on_cpu, SMALL)
+    assert judge_records(SDPA, record, SMALL, points=3).score == 2
+    for outcome in record["outcomes"]:
+        outcome.pop("meta_error", None)
+    assert judge_records(SDPA, record, SMALL, points=3).score == 3  # as before this check existed
+    right = _recorded(SDPA, _reference_sdpa(), SMALL)
+    assert all("meta_error" not in o for o in right["outcomes"])
+    forged = dict(right, outcomes=[dict(o, meta_error=["not", "text"]) for o in right["outcomes"]])
+    assert judge_records(SDPA, forged, SMALL, points=3).score == 3
+
+
+def test_a_module_tensor_that_to_does_not_move_is_a_device_bug():
+    """A plain tensor attribute stays on the CPU when the check moves the module to the inputs'
+    device; the hint says so (07's AdditiveAttention, a class check)."""
+    from attention_checks.additive_attention import check_additive_attention
+    import torch.nn as nn
+
+    class AdditiveAttention(nn.Module):
+        def __init__(self, query_size, key_size, hidden_size):
+            super().__init__()
+            self.w_q = nn.Linear(query_size, hidden_size, bias=False)
+            self.w_k = nn.Linear(key_size, hidden_size, bias=False)
+            self.v = nn.Linear(hidden_size, 1, bias=False)
+            self.offset = torch.zeros(hidden_size)  # not a buffer: .to(device) leaves it on the CPU
+
+        def forward(self, query, key, value, key_padding_mask=None):
+            hidden = torch.tanh(self.w_q(query)[:, :, None] + self.w_k(key)[:, None] + self.offset)
+            scores = self.v(hidden).squeeze(-1)  # (B, L, S)
+            if key_padding_mask is not None:
+                scores = scores.masked_fill(key_padding_mask[:, None, :], float("-inf"))
+            weights = scores.softmax(-1)
+            return weights @ value, weights
+
+    cases = [dict(), dict(padding=True)]
+    with contextlib.redirect_stdout(io.StringIO()) as out, pytest.raises(CheckFailed) as failed:
+        check_additive_attention(AdditiveAttention, points=2, cases=cases, device=CPU)
+    assert "2 of 2 cases fail" in str(failed.value) and "register_buffer" in str(failed.value), str(failed.value)
+    assert not out.getvalue()
+
+
 # --------------------------------------------------------------------------
 # inputs
 

@@ -106,6 +106,53 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
     return hints
 
 
+# What meta kernels raise when a CPU tensor with dimensions meets a meta one (a 0-dim CPU scalar is
+# allowed, as on CUDA); other meta failures (.item(), copying data out, a value tensor of
+# masked_fill that CUDA would take) are no device bug.
+_MIXING = re.compile(r"Tensor on device (cpu|meta) is not on the expected device (cpu|meta)!"
+                     r"|Expected all tensors to be on the same device.*\b(cpu|meta)\b.*\b(cpu|meta)\b"
+                     r"|Input and parameter tensors are not at the same device, found input tensor at (cpu|meta)")
+# A call that creates a tensor, as a student writes it; the hint quotes it when it names no device.
+_FACTORY = re.compile(r"\btorch\.(ones|zeros|full|empty|eye|arange|tensor|as_tensor|rand|randn|randint|linspace)\(")
+
+
+def device_bug(meta_error: str | None) -> bool:
+    """Whether a case's meta run (probe.on_meta) raised what a GPU would: two devices mixed."""
+    return bool(meta_error) and _MIXING.search(split_error(meta_error)[0]) is not None
+
+
+def _call_at(line: str, start: int) -> str:
+    """The call that starts at line[start:] up to its closing parenthesis."""
+    depth = 0
+    for i in range(line.index("(", start), len(line)):
+        depth += {"(": 1, ")": -1}.get(line[i], 0)
+        if depth == 0:
+            return line[start:i + 1]
+    return line[start:]
+
+
+def device_hints(meta_error: str, named: Mapping[str, Any], kind: str) -> list[str]:
+    """The hint for a case that crashes on a GPU: the tensor made on the CPU and how to make it
+    on the inputs' device (`named`: the case's arguments; `kind`: "function" or "class")."""
+    _, line = split_error(meta_error)
+    x = next((n for n, v in named.items() if isinstance(v, torch.Tensor) and v.is_floating_point()),
+             next((n for n, v in named.items() if isinstance(v, torch.Tensor)), "x"))
+    calls = [c for c in (_call_at(line, m.start()) for m in _FACTORY.finditer(line)) if "device" not in c]
+    here = "this line" if line else "your code"
+    module = kind == "class"
+    if calls:
+        made = (f"`{calls[0]}` creates a tensor on the CPU, and {here} mixes it with the inputs, which are on cuda "
+                "there")
+    else:
+        made = (f"{here} mixes the inputs, which are on cuda there, with a tensor made on the CPU: one created "
+                "without device= (torch.ones, torch.arange, torch.tensor, ...)"
+                + (", or a plain tensor attribute of your module (.to(device) moves only parameters and buffers)"
+                   if module else ""))
+    return [f"On a GPU this crashes: {made}. Create tensors on the inputs' device: device={x}.device (or "
+            f"torch.ones_like({x}), {x}.new_ones(...))" + ("; keep a module's tensors with register_buffer." if module
+                                                           else ".")]
+
+
 def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]:
     """What a wrong output's pattern says when no known mistake explains it (`masked`: the case
     passes a mask)."""

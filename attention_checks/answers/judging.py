@@ -19,7 +19,7 @@ import torch
 
 from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name, quiet, tolerance
 from ..record import Outcome, decode_outcome, device_name
-from .hints import crash_hints, pattern_hints, split_error, structure_hints
+from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
 
 if TYPE_CHECKING:
     from ..registry import Check, Inputs, Spec
@@ -247,6 +247,12 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
         first, line = split_error(outcome.error)  # an exception's own further lines (overloads...) left out
         return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), hints,
                           not_implemented=outcome.not_implemented)
+    if device_bug(outcome.meta_error):
+        # ran on the CPU, but on a GPU it crashes (probe.on_meta): judged as a GPU grader judges it, a crash
+        _, line = split_error(outcome.meta_error)
+        lines = ["raised RuntimeError on a GPU: a tensor on the CPU meets the inputs on cuda"]
+        return CaseResult(0.0, lines + ([f"  at: {line}"] if line else []),
+                          device_hints(outcome.meta_error, case.x.named, check.kind))
     # what the reference gives, in its order: usually check.outputs, but a case may judge something else
     # (a module's parameter names, whether the weights are None)
     names = list(case.expected)
