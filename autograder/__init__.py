@@ -21,6 +21,8 @@ map lists every module):
 - ``results``       per-test results and the status of a graded notebook (the points come from the
                     gradebook, where ``judge`` put them)
 - ``report``        grades.csv, results.json and the feedback folder
+- ``cache``         ``--cache``: a student's assignment whose inputs did not change comes back from
+                    an earlier run's results instead of being graded again
 - ``gradebook``     writing the results into an instructor's own nbgrader gradebook
 - ``lms``           from an LMS bulk download to nbgrader's layout, and grades back to the LMS
 """

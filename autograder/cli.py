@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import gradebook, lms, release
+from . import cache, gradebook, lms, release
 from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
 from .report import ResultsWriter
 from .runner import grade_all
@@ -63,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     gradebook.add_options(grade)  # --gradebook: also record the scores in an nbgrader gradebook
+    cache.add_options(grade)  # --cache: grade only what changed since an earlier run
     grade.set_defaults(run=_grade)
 
     rel = commands.add_parser(
@@ -100,6 +101,8 @@ def _grade(args) -> int:
         raise SubmissionsError(f"{submissions} does not exist")
     if submissions.is_dir() and out.is_relative_to(submissions):
         raise SubmissionsError("RESULTS must not be inside SUBMISSIONS, which is never modified")
+    if args.cache and submissions.is_dir() and args.cache.resolve().is_relative_to(submissions):
+        raise SubmissionsError("the --cache folder must not be inside SUBMISSIONS, which is never modified")
 
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         tmp = Path(tmp)
@@ -117,17 +120,24 @@ def _grade(args) -> int:
 
         writer = ResultsWriter(out)
         progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
+        kept = cache.ResultCache(args.cache, course, options) if args.cache else None
+        if kept:  # groups graded before with the same inputs come back as they were; the others are graded
+            groups = kept.replay(groups, writer)
+            progress.update(kept.hits)
         with _kernel_environment(), progress:
             for graded in grade_all(groups, course, max(1, min(args.jobs, len(groups))), **options):
                 for result, feedback in graded:
                     writer.add(result, feedback)
+                if kept:
+                    kept.store(graded)
                 progress.update(len(graded))
         writer.finish()
 
     if not args.quiet:
         counts = Counter(r.status for r in writer.results)
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        print(f"graded {len(writer.results)} notebooks ({summary or 'none'}) -> {out / 'grades.csv'}")
+        reused = f"; {kept.hits} from the cache" if kept else ""
+        print(f"graded {len(writer.results)} notebooks ({summary or 'none'}{reused}) -> {out / 'grades.csv'}")
     gradebook.after_grading(args)
     return 0
 

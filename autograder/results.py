@@ -7,7 +7,8 @@ report there, or raise it as the error).
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import get_args, get_type_hints
 
 import nbformat
 
@@ -39,6 +40,26 @@ class NotebookResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "NotebookResult":
+        """The result ``to_json`` gave (the cache reads results back this way)."""
+        return _from_json(cls, data)
+
+
+def _from_json(cls, data: dict):
+    """A dataclass from its asdict(), field by field: a list of dataclasses (the tests) is
+    built item by item, a field the data lacks keeps its default, an unknown one is an error."""
+    unknown = set(data) - {f.name for f in fields(cls)}
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field {', '.join(sorted(unknown))}")
+    hints = get_type_hints(cls)
+    values = {}
+    for name, value in data.items():
+        args = get_args(hints[name])  # list[TestResult] -> (TestResult,)
+        item = args[0] if len(args) == 1 else None
+        values[name] = [_from_json(item, v) for v in value] if is_dataclass(item) else value
+    return cls(**values)
 
 
 def worst_status(statuses) -> str:
