@@ -27,6 +27,7 @@ from .feedback import FeedbackExporter
 from .judge import JudgeTests
 from .feedback import HideHiddenTests
 from .rebuild import RebuildFromSource
+from .results import is_written_answer
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -155,8 +156,14 @@ class Course:
                 if "grade_id" in c.metadata.get("nbgrader", {})}
 
     def max_score(self, assignment: str, notebook: str) -> float:
+        """The autograded points of a notebook (its written answers are graded by hand)."""
         with Gradebook(self.db_url, COURSE_ID) as gb:
-            return gb.find_notebook(notebook, assignment).max_score
+            return gb.find_notebook(notebook, assignment).max_score - self.written_points(assignment, notebook)
+
+    def written_points(self, assignment: str, notebook: str) -> float:
+        """The points of a notebook's written answers (nbgrader's manually graded answers)."""
+        return float(sum(c.metadata["nbgrader"]["points"] for c in self.release_cells(assignment, notebook).values()
+                         if is_written_answer(c)))
 
     def clear(self, student_id: str, assignment: str) -> None:
         """Delete one student's assignment from the course folders once its results are read,

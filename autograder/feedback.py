@@ -18,6 +18,11 @@ controls may run in it. Every output comes from the student's kernel (a student'
 cell can make a course cell display anything), so every output is sanitised; so are
 markdown cells that are not the course's own. The course's markdown cells (their
 source restored from the source notebook) stay as they are.
+
+Written answers (nbgrader's manually graded answers) are graded by hand after the page is
+made: the page shows such an answer as "graded by hand later", and the score at the top says
+how many points await that (nbgrader's template would show them as 0 out of their points).
+An answer left as released ("YOUR ANSWER HERE") has nbgrader's 0, and is shown so.
 """
 from __future__ import annotations
 
@@ -35,11 +40,15 @@ from nbconvert.filters.markdown_mistune import InvalidNotebook
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import determine_grade
 from traitlets import Unicode
 
 from .exporters import ValidatedAfterKernel
+from .results import is_written_answer
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
+# nbgrader's feedback template: the notebook's score in the page's heading ...
+PAGE_SCORE = re.compile(r"\(Score: (?P<score>[0-9.]+) / (?P<max>[0-9.]+)\)(?=</h4>)")
 ALT_TEXT = "No description has been provided for this image"  # nbconvert's words
 
 
@@ -64,6 +73,29 @@ def _safe_attribute(tag: str, name: str, value: str) -> bool:
 
 CLEANER = bleach.Cleaner(tags=SAFE_TAGS, attributes=_safe_attribute, protocols={"http", "https", "mailto", "data"},
                          strip=False, strip_comments=True)  # disallowed tags show as text
+
+
+def _points(points: float) -> str:
+    return f"{points:g} point" + ("" if points == 1 else "s")
+
+
+def mark_hand_graded(page: str, nb) -> str:
+    """The written answers of a feedback page that await a person as "graded by hand later", not
+    as 0 points: in the table of contents, in each answer's heading, and in the notebook's score.
+    Which ones: nbgrader's own rule (``determine_grade``: no automatic score)."""
+    written = [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
+               for c in nb.cells if is_written_answer(c) and determine_grade(c)[0] is None]
+    for grade_id, points in written:
+        note = f"graded by hand later ({_points(points)})"
+        gid = re.escape(html.escape(grade_id))
+        page = re.sub(rf'(<a href="#{gid}">[^<]*</a>) \(Score: [0-9.]+ / [0-9.]+\)', rf"\1 ({note})", page, count=1)
+        page = re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">(?:(?!</div>).)*?)Score: [0-9.]+ / [0-9.]+',
+                      lambda m: m[1] + note[0].upper() + note[1:], page, count=1, flags=re.S)
+    manual = sum(points for _, points in written)
+    if manual:
+        page = PAGE_SCORE.sub(lambda m: f"(Score: {float(m['score']):g} / {float(m['max']):g}; "
+                                        f"{_points(manual)} of written answers: graded by hand later)", page, count=1)
+    return page
 
 
 def is_course_cell(cell) -> bool:
@@ -219,4 +251,4 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
                                                                        parent=self, resources=resources))
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        return NO_ALT.sub(f'<img alt="{ALT_TEXT}"', page), resources
+        return mark_hand_graded(NO_ALT.sub(f'<img alt="{ALT_TEXT}"', page), nb), resources

@@ -5,8 +5,11 @@ persistent one (``gradebook.db``, or any SQLAlchemy URL), read by ``nbgrader exp
 formgrader. This module puts a results folder into it with nbgrader's own tools: nbgrader's
 ``generate_assignment`` records the assignment, its notebooks and cells (as when the
 instructor releases it), then each graded notebook becomes a submission whose test cells
-carry the autograder's points as their ``auto_score``. Cells that need a person (free
-response) keep no score, so formgrader lists them for manual grading as usual.
+carry the autograder's points as their ``auto_score``. Cells that need a person (the written
+answers) keep no score, so formgrader lists them for manual grading as usual; an answer left
+as released keeps nbgrader's 0. The autograded notebooks (RESULTS/autograded/) are copied into
+the course's ``autograded/`` folder, where formgrader's manual grading view reads them. Grading
+again keeps the hand-given scores (nbgrader's ``manual_score``) and flags them for review.
 
 Missing and invalid notebooks get no submission: nbgrader shows them as not submitted.
 """
@@ -70,10 +73,17 @@ def _names(student: Student | None) -> dict:
     return {"first_name": first or None, "last_name": last or None, "email": student.email or None}
 
 
+def course_folder(target: str, course_dir: Path | None) -> Path | None:
+    """The instructor's nbgrader course folder: ``--course-dir``, else the gradebook file's folder
+    (nbgrader keeps gradebook.db at the course's root); None for a database URL without it."""
+    return course_dir or (None if "://" in target else Path(target).resolve().parent)
+
+
 def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id: str = "",
-                    roster: list[Student] | None = None) -> int:
-    """Put ``results_dir/results.json`` into the gradebook at ``db_url``; returns the number of
-    notebooks recorded. Running it again with new results replaces the scores."""
+                    roster: list[Student] | None = None, course_dir: Path | None = None) -> int:
+    """Put ``results_dir/results.json`` into the gradebook at ``db_url`` and, with ``course_dir``,
+    the autograded notebooks into its ``autograded/`` folder; returns the number of notebooks
+    recorded. Running it again with new results replaces the automatic scores."""
     try:
         results = json.loads((results_dir / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -83,9 +93,24 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     if unknown:
         raise CourseError(f"no source notebooks for {', '.join(unknown)} in {source_dir}")
     try:
-        return _record(results, db_url, source_dir, assignments, course_id, roster)
+        recorded = _record(results, db_url, source_dir, assignments, course_id, roster)
     except SQLAlchemyError as err:  # a wrong URL, a database of another nbgrader version, ...
         raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {err}") from err
+    if course_dir is not None:
+        copy_autograded(results_dir, course_dir, [r for r in results if r["status"] not in NOT_SUBMITTED])
+    return recorded
+
+
+def copy_autograded(results_dir: Path, course_dir: Path, results: list[dict]) -> None:
+    """Each graded notebook to ``course_dir/autograded/<student>/<assignment>/``, where formgrader
+    reads it (nbgrader's layout): the answers to grade by hand, with the tests' outputs."""
+    for r in results:
+        folder = Path(r["student_id"], r["assignment"])
+        source = results_dir / "autograded" / folder / f"{r['notebook']}.ipynb"
+        if source.is_file():  # a notebook nbgrader could not run has none
+            target = course_dir / "autograded" / folder / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
 
 
 def _record(results: list[dict], db_url: str, source_dir: Path, assignments: list[str], course_id: str,
@@ -107,7 +132,7 @@ def _record(results: list[dict], db_url: str, source_dir: Path, assignments: lis
                     grade = gb.find_grade(cell.name, result["notebook"], result["assignment"], result["student_id"])
                 except MissingEntry:
                     continue
-                if cell.name in points:
+                if cell.name in points:  # None: a written answer, for a person
                     grade.auto_score = points[cell.name]
                 elif cell.cell_type == "code":  # a test cell that never ran (the kernel died first)
                     grade.auto_score = 0.0
@@ -143,6 +168,9 @@ def add_options(parser, required: bool = False) -> None:
                         help="an nbgrader gradebook: a gradebook.db path or an SQLAlchemy URL")
     parser.add_argument("--course-id", default="", metavar="ID",
                         help="the nbgrader course id (CourseDirectory.course_id; default: nbgrader's, empty)")
+    parser.add_argument("--course-dir", type=Path, metavar="DIR",
+                        help="the nbgrader course folder whose autograded/ formgrader reads (default: the "
+                             "gradebook file's folder)")
 
 
 def _run(args) -> int:
@@ -151,7 +179,7 @@ def _run(args) -> int:
 
     roster = read_roster(args.roster) if args.roster else None
     n = write_gradebook(args.results, gradebook_url(args.gradebook), args.source or SOLUTIONS_DIR,
-                        args.course_id, roster)
+                        args.course_id, roster, course_folder(args.gradebook, args.course_dir))
     print(f"recorded {n} graded notebooks in {args.gradebook}")
     return 0
 
@@ -159,6 +187,7 @@ def _run(args) -> int:
 def after_grading(args) -> None:
     """``grade --gradebook``: record the fresh results."""
     if args.gradebook:
-        n = write_gradebook(args.out.resolve(), gradebook_url(args.gradebook), args.source, args.course_id)
+        n = write_gradebook(args.out.resolve(), gradebook_url(args.gradebook), args.source, args.course_id,
+                            course_dir=course_folder(args.gradebook, args.course_dir))
         if not args.quiet:
             print(f"recorded {n} graded notebooks in {args.gradebook}")

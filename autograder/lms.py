@@ -16,7 +16,11 @@ Built-in patterns (the LMSs' own naming, matched against the path inside the dow
   (flat); the participant id is the ``Participant <id>`` identifier of Moodle's grading worksheet.
 
 ``export`` writes a results folder's grades in the import formats of Canvas (gradebook CSV),
-Moodle (offline grading worksheet) or a plain CSV, one row per student.
+Moodle (offline grading worksheet) or a plain CSV, one row per student. The maximum is the
+assignment's whole (autograded and written points). Written answers are graded by hand in
+nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
+autograded points and the hand-given ones); without it, the autograder's points, and every
+student whose written answers were not graded yet is named.
 """
 from __future__ import annotations
 
@@ -293,16 +297,46 @@ NOT_GRADED = ("missing", "invalid")  # no grade at all in the LMS, with the reas
 class Row:
     student: Student
     score: str        # "" when not graded
-    max_score: str
+    max_score: str    # the assignment's whole: autograded and written points
     status: str
     reason: str
+    to_grade_by_hand: float = 0.0  # written answers' points not graded yet (not in score)
 
 
-def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] | None
+def _number(text: str | float | None) -> float:
+    return float(text) if text not in (None, "") else 0.0
+
+
+def _shown(x: float) -> str:
+    return f"{x:g}"
+
+
+def _final_scores(db_url: str, assignment: str, course_id: str = "") -> dict[str, tuple[float, float]]:
+    """student id -> (score, points not graded yet) of each submission in an nbgrader gradebook:
+    nbgrader's score (a hand-given score where there is one, else the automatic one), and the
+    points of the cells that have neither (written answers formgrader has not graded)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        with Gradebook(db_url, course_id) as gb:
+            try:
+                submissions = gb.find_assignment(assignment).submissions
+            except MissingEntry:
+                raise SubmissionsError(f"the gradebook {db_url} has no assignment {assignment}") from None
+            return {sub.student.id: (float(sub.score), float(sum(
+                g.max_score for nb in sub.notebooks for g in nb.grades if g.auto_score is None and g.manual_score is None)))
+                for sub in submissions}
+    except SQLAlchemyError as err:
+        raise SubmissionsError(f"cannot read the nbgrader gradebook {db_url}: {err}") from err
+
+
+def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] | None, gradebook: str | None = None
                ) -> tuple[str, list[Row], list[str]]:
     """(assignment, one Row per student, graded student ids left out). Without a roster: the
     graded students. With one: its students, each graded or missing; graded students not on it
-    (another section or LMS) are left out, since the LMS would not know them."""
+    (another section or LMS) are left out, since the LMS would not know them. With ``gradebook``
+    (an nbgrader database URL), graded students get their final score there."""
     try:
         rows = list(csv.DictReader(io.StringIO(grades_csv.read_text(encoding="utf-8"))))
     except (OSError, UnicodeDecodeError, csv.Error) as err:
@@ -316,7 +350,9 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     elif assignment not in assignments:
         raise SubmissionsError(f"{grades_csv} holds no grades for {assignment} (it has {', '.join(assignments)})")
     rows = [r for r in rows if r["assignment"] == assignment]
-    max_score = rows[0]["max_score"]
+    final = _final_scores(gradebook, assignment) if gradebook else {}
+    # written_points: graded by hand, outside max_score (absent from grades.csv of older versions)
+    max_score = _shown(_number(rows[0]["max_score"]) + _number(rows[0].get("written_points")))
     known = {s.student_id: s for s in roster or []}
     out, left_out = [], []
     for r in rows:
@@ -325,7 +361,11 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
             left_out.append(r["student_id"])
             continue
         student = student or Student(r["student_id"], r["student_id"], r["student_id"])
-        out.append(Row(student, "" if r["status"] in NOT_GRADED else r["score"], r["max_score"], r["status"], r["reason"]))
+        score, pending = r["score"], _number(r.get("to_grade_by_hand"))
+        if r["student_id"] in final and r["status"] not in NOT_GRADED:
+            score, pending = _shown(final[r["student_id"]][0]), final[r["student_id"]][1]
+        out.append(Row(student, "" if r["status"] in NOT_GRADED else score, max_score, r["status"], r["reason"],
+                       pending))
     for student in known.values():  # on the roster, absent from every submission
         out.append(Row(student, "", max_score, "missing", "nothing was submitted"))
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
@@ -335,16 +375,19 @@ def _note(row: Row) -> str:
     """What a student and the LMS see beside the grade."""
     if row.status in NOT_GRADED:
         return f"Not graded: {row.status}" + (f" ({row.reason})" if row.reason else "")
+    pending = f"written answers ({_shown(row.to_grade_by_hand)} points) not graded yet" if row.to_grade_by_hand else ""
     if row.status != "ok":
-        return f"Graded with status {row.status}: {row.reason}".rstrip(": ")
-    return row.reason
+        return "; ".join(filter(None, [f"Graded with status {row.status}: {row.reason}".rstrip(": "), pending]))
+    return "; ".join(filter(None, [row.reason, pending]))
 
 
 def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
-           roster: list[Student] | None = None, column: str | None = None) -> tuple[list[Row], list[str]]:
+           roster: list[Student] | None = None, column: str | None = None,
+           gradebook: str | None = None) -> tuple[list[Row], list[str]]:
     """Write ``out`` in the LMS's import format; returns the rows written and the graded students
-    left out (not on the roster)."""
-    assignment, rows, left_out = grade_rows(grades_csv, assignment, roster)
+    left out (not on the roster). ``gradebook``: an nbgrader database URL to take the final
+    scores from (after grading by hand in formgrader)."""
+    assignment, rows, left_out = grade_rows(grades_csv, assignment, roster, gradebook)
     if fmt == "canvas":
         # Canvas's gradebook import: the columns of its own export. Canvas finds each student by
         # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
@@ -365,9 +408,10 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
                   "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
                   "Yes", "-", now, _note(r)] for r in rows]
     elif fmt == "csv":
-        header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason"]
+        header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason",
+                  "to_grade_by_hand"]
         lines = [[r.student.student_id, r.student.lms_id, r.student.name, r.student.email, assignment,
-                  r.score, r.max_score, r.status, r.reason] for r in rows]
+                  r.score, r.max_score, r.status, r.reason, _shown(r.to_grade_by_hand)] for r in rows]
     else:
         raise SubmissionsError(f"unknown format {fmt!r}: canvas, moodle or csv")
     write_csv(out, header, lines)
@@ -416,6 +460,9 @@ def add_commands(commands) -> None:
                      help="names, LMS ids and emails: SUBMISSIONS/students.csv written by collect, or the LMS's export")
     exp.add_argument("--column", help="Canvas: the assignment's column title as in Canvas's export, "
                                       "e.g. 'QKV (123456)' (default: the assignment id, a new Canvas assignment)")
+    exp.add_argument("--gradebook", metavar="URL_OR_PATH",
+                     help="take each graded student's final score from this nbgrader gradebook (written answers "
+                          "graded by hand in formgrader; see export-gradebook); default: RESULTS' autograded points")
     exp.set_defaults(run=_export)
 
 
@@ -449,11 +496,22 @@ def _export(args) -> int:
     if not grades.is_file():
         raise SubmissionsError(f"no grades.csv in {args.results}")
     roster = read_roster(args.roster) if args.roster else None
-    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column)
+    from .gradebook import gradebook_url
+
+    gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
+    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook)
     for student_id in left_out:
         print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
     for row in rows:
         if row.status in NOT_GRADED:
             print(f"no grade: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
-    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded) -> {args.out}")
+    pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
+    for row in pending:
+        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "
+              f"({_shown(row.to_grade_by_hand)} points) not graded yet", file=sys.stderr)
+    if pending:
+        print(f"{len(pending)} students' grades leave out written answers not graded yet: grade them in nbgrader's "
+              "formgrader (after `export-gradebook`), then export with --gradebook", file=sys.stderr)
+    source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
+    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
     return 0

@@ -1,4 +1,6 @@
-"""Write the results: grades.csv, results.json and feedback/<student>/<assignment>/<notebook>.html.
+"""Write the results: grades.csv, results.json, feedback/<student>/<assignment>/<notebook>.html
+and autograded/<student>/<assignment>/<notebook>.ipynb (the graded notebooks, hidden tests
+included: for the instructor's formgrader, never for students).
 
 Files are written atomically (a temporary file, then a rename), so a run that is
 killed leaves either the previous results or the new ones, never half a file.
@@ -11,12 +13,16 @@ import io
 import json
 import os
 import shutil
+from dataclasses import replace
 from itertools import groupby
 from pathlib import Path
 
 from .results import NotebookResult, worst_status
 
-GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status", "reason"]
+# score and max_score: the autograded tests' points; written_points: the written answers' points
+# (graded by hand in formgrader, not in max_score); to_grade_by_hand: those that await a person.
+GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status", "reason", "written_points",
+                  "to_grade_by_hand"]
 # A folder name that is not UTF-8 (Python holds its bytes as surrogates) is written back as
 # the same bytes, instead of failing the whole report.
 NAMES_AS_ON_DISK = "surrogateescape"
@@ -39,27 +45,40 @@ class ResultsWriter:
         self.out_dir = out_dir
         self.results: list[NotebookResult] = []
         self.staging = out_dir / ".feedback-staging"
+        self.autograded = out_dir / ".autograded-staging"
         out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(self.staging, ignore_errors=True)
-        self.staging.mkdir()
+        for staging in (self.staging, self.autograded):
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
 
     def add(self, result: NotebookResult, feedback_html: str | None) -> None:
-        self.results.append(result)
-        target = self.staging / result.student_id / result.assignment / f"{result.notebook}.html"
+        folder = Path(result.student_id, result.assignment)
+        target = self.staging / folder / f"{result.notebook}.html"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(feedback_html or _status_page(result), encoding="utf-8", errors=NAMES_AS_ON_DISK)
+        if result.autograded:  # written now, not kept: a class's notebooks would fill the memory
+            target = self.autograded / folder / f"{result.notebook}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(result.autograded, encoding="utf-8", errors=NAMES_AS_ON_DISK)
+            result = replace(result, autograded="")
+        self.results.append(result)
 
     def finish(self) -> None:
         self.results.sort(key=lambda r: (r.student_id, r.assignment, r.notebook))
         _write_atomically(self.out_dir / "results.json",
                           json.dumps([r.to_json() for r in self.results], indent=2) + "\n")
         _write_atomically(self.out_dir / "grades.csv", grades_csv(self.results))
-        feedback, old = self.out_dir / "feedback", self.out_dir / ".feedback-old"
-        shutil.rmtree(old, ignore_errors=True)
-        if feedback.exists():
-            feedback.rename(old)
-        self.staging.rename(feedback)
-        shutil.rmtree(old, ignore_errors=True)
+        _replace_folder(self.staging, self.out_dir / "feedback")
+        _replace_folder(self.autograded, self.out_dir / "autograded")
+
+
+def _replace_folder(new: Path, target: Path) -> None:
+    old = target.with_name(f".{target.name}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def grades_csv(results: list[NotebookResult]) -> str:
@@ -72,7 +91,8 @@ def grades_csv(results: list[NotebookResult]) -> str:
         reasons = [r.reason if len(group) == 1 else f"{r.notebook}: {r.reason}" for r in group if r.reason]
         writer.writerow([student_id, assignment,
                          _number(sum(r.score for r in group)), _number(sum(r.max_score for r in group)),
-                         worst_status(r.status for r in group), "; ".join(reasons)])
+                         worst_status(r.status for r in group), "; ".join(reasons),
+                         _number(sum(r.written_points for r in group)), _number(sum(r.to_grade_by_hand for r in group))])
     return buffer.getvalue()
 
 

@@ -3,6 +3,13 @@
 Scores come from nbgrader's gradebook; the message of each test comes from the
 outputs of its cell in the autograded notebook (the check helpers print their
 report there, or raise it as the error).
+
+Written answers (a cell that is both a solution and a grade cell, nbgrader's manually graded
+answer) are graded by a person in formgrader, and counted apart: ``score`` and ``max_score``
+are the autograded tests' points, ``written_points`` the written answers' points, and
+``to_grade_by_hand`` those of them that await a person. nbgrader gives an answer left as
+released ("YOUR ANSWER HERE") 0 and no score to any other: its points are pending, never
+reported as lost. Each written answer is a test entry with ``manual`` set and no pass or fail.
 """
 from __future__ import annotations
 
@@ -21,10 +28,21 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 @dataclass
 class TestResult:
     grade_id: str
-    points: float
+    points: float | None  # None: a written answer to be graded by hand
     max_points: float
-    passed: bool
+    passed: bool | None  # None for written answers: a person gives them points, not a verdict
     message: str
+    manual: bool = False  # a written answer, graded by hand in formgrader
+
+
+HAND_GRADED = "graded by hand later"
+
+
+def is_written_answer(cell) -> bool:
+    """nbgrader's manually graded answer: a solution cell that is also a grade cell (the
+    course's written questions are markdown cells), which a person grades in formgrader."""
+    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+    return isinstance(nbgrader, dict) and bool(nbgrader.get("grade")) and bool(nbgrader.get("solution"))
 
 
 @dataclass
@@ -37,9 +55,16 @@ class NotebookResult:
     max_score: float
     tests: list[TestResult] = field(default_factory=list)
     reason: str = ""
+    written_points: float = 0.0  # the written answers' points: graded by hand, not in max_score
+    to_grade_by_hand: float = 0.0  # of those, the points that await a person (answers not graded yet)
+    # The autograded notebook (JSON), which formgrader shows for hand grading; the report writes
+    # it to RESULTS/autograded/ and drops it, so it is never in results.json or kept in memory.
+    autograded: str = field(default="", repr=False, compare=False)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        del data["autograded"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "NotebookResult":
@@ -79,18 +104,24 @@ def cell_message(cell) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " …(cut)"
 
 
-def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float, float]]) -> list[TestResult]:
-    """One TestResult per graded test cell, in notebook order.
+def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float | None, float]]) -> list[TestResult]:
+    """One TestResult per graded cell, in notebook order.
 
-    ``scores`` maps grade_id to (points, max_points) as recorded in the gradebook.
+    ``scores`` maps grade_id to (points, max_points) as recorded in the gradebook; points
+    are None for a cell nbgrader leaves to a person (no automatic score: a written answer).
     """
     results = []
     for cell in autograded.cells:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if cell.cell_type != "code" or grade_id not in scores:
+        if grade_id not in scores:
             continue
         points, max_points = scores[grade_id]
-        results.append(TestResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
+        if is_written_answer(cell):
+            said = HAND_GRADED if points is None else f"not answered ({points:g} points)"
+            results.append(TestResult(grade_id, points, max_points, None,
+                                      f"written answer ({max_points:g} points): {said}", manual=True))
+        else:
+            results.append(TestResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
     return results
 
 

@@ -119,7 +119,9 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     for result in results:
         page = feedback_file(course, result.student_id, result.assignment, result.notebook)
         page_html = page.read_text(encoding="utf-8") if page.is_file() else None
-        graded.append((replace(result, student_id=real_id), page_html))
+        # the assignment's written points, as max_score, whatever happened to the notebook
+        written = course.written_points(result.assignment, result.notebook)
+        graded.append((replace(result, student_id=real_id, written_points=written), page_html))
     course.clear(group[0].student_id, group[0].assignment)
     return graded
 
@@ -182,15 +184,20 @@ def _grade_in_worker(group: list[Submission]) -> Graded:
 def _read_result(course: Course, sub: Submission) -> NotebookResult:
     with Gradebook(course.db_url, COURSE_ID) as gb:
         graded = gb.find_submission_notebook(sub.notebook, sub.assignment, sub.student_id)
-        scores = {g.name: (float(g.score or 0.0), float(g.max_score)) for g in graded.grades}
-        score, max_score = float(graded.score), float(graded.max_score)
-    autograded = nbformat.read(course.path("autograded", sub.student_id, sub.assignment)
-                               / f"{sub.notebook}.ipynb", as_version=4)
+        # No automatic score: nbgrader leaves the cell to a person (an answered written question).
+        scores = {g.name: (None if g.auto_score is None else float(g.auto_score), float(g.max_score))
+                  for g in graded.grades}
+    path = course.path("autograded", sub.student_id, sub.assignment) / f"{sub.notebook}.ipynb"
+    text = path.read_text(encoding="utf-8")  # kept for formgrader (RESULTS/autograded/)
+    autograded = nbformat.reads(text, as_version=4)
     died, late = kernel_died(autograded), timed_out(autograded)
     status = "error" if died else "timeout" if late else "ok"
     reason = {"error": f"{died}; the tests that ran still count", "timeout": late}.get(status, sub.note)
-    return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, score, max_score,
-                          test_results(autograded, scores), reason)
+    tests = test_results(autograded, scores)
+    auto = [t for t in tests if not t.manual]  # written answers count apart: graded by hand
+    return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, sum(t.points for t in auto),
+                          sum(t.max_points for t in auto), tests, reason, autograded=text,
+                          to_grade_by_hand=sum(t.max_points for t in tests if t.manual and t.points is None))
 
 
 def _nbgrader_error(text: str) -> str:

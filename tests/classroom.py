@@ -33,9 +33,19 @@ def notebook_name(assignment: str) -> str:
 
 
 def reference_code(assignment: str) -> dict[str, str]:
-    """grade_id -> source of each solution cell of the source notebook."""
+    """grade_id -> source of each solution cell of code in the source notebook (written answers,
+    graded by hand, are ``written_answers``)."""
+    return {gid: c.source for gid, c in _solution_cells(assignment).items() if c.cell_type == "code"}
+
+
+def written_answers(assignment: str) -> dict[str, str]:
+    """grade_id -> model answer of each written question (a markdown solution cell, graded by hand)."""
+    return {gid: c.source for gid, c in _solution_cells(assignment).items() if c.cell_type == "markdown"}
+
+
+def _solution_cells(assignment: str) -> dict:
     source = nbformat.read(REPO / "solutions" / assignment / f"{notebook_name(assignment)}.ipynb", 4)
-    return {_nbgrader(c)["grade_id"]: c.source for c in source.cells if _nbgrader(c).get("solution")}
+    return {_nbgrader(c)["grade_id"]: c for c in source.cells if _nbgrader(c).get("solution")}
 
 
 def secret_lines(assignment: str) -> set[str]:
@@ -43,6 +53,7 @@ def secret_lines(assignment: str) -> set[str]:
     text = (REPO / "solutions" / assignment / f"{notebook_name(assignment)}.ipynb").read_text()
     source = "\n".join(c.source for c in nbformat.reads(text, 4).cells)
     regions = re.findall(r"BEGIN (SOLUTION|HIDDEN TESTS)(.*?)END \1", source, re.S)
+    regions += [("WRITTEN", answer) for answer in written_answers(assignment).values()]  # whole cells
     lines = {line.strip() for _, region in regions for line in region.splitlines()}
     return {line for line in lines if len(line) > 20 and not line.startswith("#")}
 
@@ -51,17 +62,18 @@ def make_submission(root: Path, student: str, assignment: str, code: dict[str, s
                     answer_all: bool = True, added: list[tuple[str, str, str]] | None = None) -> Path:
     """Write root/student/assignment/<notebook>.ipynb; returns its path.
 
-    ``code`` replaces solution cells by grade_id; with ``answer_all`` the other
-    solution cells get the reference solution, else they stay stubs. ``added`` holds
-    cells the student inserted, each ``(anchor, kind, payload)`` placed after the cell
-    with grade_id ``anchor`` (in order): kind "new" is a fresh cell of code ``payload``
-    (no nbgrader metadata, as Jupyter inserts it); kind "copy" is a copy and paste of the
-    release cell with grade_id ``payload`` (same source and metadata, a new cell id).
+    ``code`` replaces solution cells by grade_id (a written answer's too); with ``answer_all``
+    the other solution cells of code get the reference solution, else they stay stubs (a written
+    answer stays "YOUR ANSWER HERE" unless ``code`` gives one). ``added`` holds cells the
+    student inserted, each ``(anchor, kind, payload)`` placed after the cell with grade_id
+    ``anchor`` (in order): kind "new" is a fresh cell of code ``payload`` (no nbgrader metadata,
+    as Jupyter inserts it); kind "copy" is a copy and paste of the release cell with grade_id
+    ``payload`` (same source and metadata, a new cell id).
     """
     name = notebook_name(assignment)
     notebook = nbformat.read(REPO / "exercises" / assignment / f"{name}.ipynb", 4)
     answers = dict(reference_code(assignment) if answer_all else {}, **(code or {}))
-    unknown = set(code or {}) - set(reference_code(assignment))
+    unknown = set(code or {}) - set(_solution_cells(assignment))
     assert not unknown, f"no solution cells named {unknown} in {assignment}"
     for cell in notebook.cells:
         grade_id = _nbgrader(cell).get("grade_id")

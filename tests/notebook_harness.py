@@ -86,8 +86,14 @@ class SourceNotebook:
         self.path = REPO / "solutions" / assignment / f"{notebook_name(assignment)}.ipynb"
         self.nb = nbformat.read(self.path, as_version=4)
         self.cells = {_nbgrader(c)["grade_id"]: c for c in self.nb.cells}
-        self.solutions = {gid: c.source for gid, c in self.cells.items() if _nbgrader(c).get("solution")}
-        self.tests = {gid: c for gid, c in self.cells.items() if _nbgrader(c).get("grade")}
+        # code to write and its autograded tests; a written answer (a markdown cell that is both a
+        # solution and a grade cell) is graded by hand, neither run nor autograded
+        self.solutions = {gid: c.source for gid, c in self.cells.items()
+                          if _nbgrader(c).get("solution") and c.cell_type == "code"}
+        self.tests = {gid: c for gid, c in self.cells.items()
+                      if _nbgrader(c).get("grade") and not _nbgrader(c).get("solution")}
+        self.written = {gid: c for gid, c in self.cells.items()
+                        if _nbgrader(c).get("grade") and _nbgrader(c).get("solution")}
         self.max_score = sum(float(_nbgrader(c)["points"]) for c in self.tests.values())
 
     def points(self, grade_id: str) -> float:

@@ -19,7 +19,7 @@ import torch
 from attention_checks import registry
 from attention_checks.answers.judging import answer_for, judged
 from autograder.course import find_assignments
-from classroom import REPO, secret_lines
+from classroom import REPO, secret_lines, written_answers
 from notebook_harness import SourceNotebook, _nbgrader, load_corpus
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
@@ -71,6 +71,47 @@ def test_notebook_layout(assignment):
             assert cell.source.rstrip().endswith("### END HIDDEN TESTS"), gid
 
 
+WRITTEN_QUESTION = re.compile(r"\*\*Written question \((?P<points>[12]) points?, graded by hand\)\.\*\* \S")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_written_questions_follow_the_course_format(assignment):
+    """Issue 19: each written question is two cells after the last autograded test: the locked
+    question, which says its points, then the answer, a markdown cell graded by hand (nbgrader's
+    manually graded answer) whose source is a model answer, with the points the question says."""
+    nb = notebook(assignment)
+    cells = nb.nb.cells
+    gids = [_nbgrader(c).get("grade_id") for c in cells]
+    last_test = max(gids.index(gid) for gid in nb.tests)
+    for gid, answer in nb.written.items():
+        meta = _nbgrader(answer)
+        assert gid.startswith("written-") and answer.cell_type == "markdown", gid
+        assert meta == {"grade": True, "solution": True, "locked": False, "points": meta["points"],
+                        "grade_id": gid, "schema_version": 3} and meta["points"] in (1, 2), meta
+        at = gids.index(gid)
+        question = cells[at - 1]
+        assert at - 1 > last_test and question.cell_type == "markdown", gid
+        assert _nbgrader(question) == {"grade": False, "solution": False, "locked": True,
+                                       "grade_id": f"{gid}-question", "schema_version": 3}, gid
+        match = WRITTEN_QUESTION.match(question.source)
+        assert match and int(match["points"]) == meta["points"], question.source[:80]
+        # a model answer for the grader, a few sentences long, with no solution delimiters: nbgrader
+        # replaces the whole cell with "YOUR ANSWER HERE" in the student's notebook
+        assert len(answer.source.split()) >= 40 and "BEGIN SOLUTION" not in answer.source, gid
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_the_model_answers_never_reach_the_student_notebook(assignment):
+    """The written answers' model answers are whole markdown cells, not regions between solution
+    delimiters: release must replace them, and nothing of them may reach exercises/."""
+    exercise = (REPO / "exercises" / assignment / f"{notebook(assignment).path.name}").read_text()
+    released = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in json.loads(exercise)["cells"]}
+    for gid, model in written_answers(assignment).items():
+        assert "".join(released[gid]["source"]).strip() == "YOUR ANSWER HERE", gid
+        lines = [line.strip() for line in model.splitlines() if len(line.strip()) > 20]
+        assert lines and not [line for line in lines if json.dumps(line)[1:-1] in exercise], gid
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_test_cells_hold_only_literal_cases_and_one_check(assignment):
     """A comment, optionally names bound to literal lists of case dicts, and one check call of
@@ -100,15 +141,23 @@ def test_test_cells_hold_only_literal_cases_and_one_check(assignment):
 def test_visible_text_shows_no_solution_or_hidden_line(assignment):
     """The instructions and visible tests reach every student (and every feedback page)."""
     nb = notebook(assignment)
-    visible = "\n".join(c.source for c in nb.nb.cells if c.cell_type == "markdown"
+    visible = "\n".join(c.source for c in nb.nb.cells
+                        if (c.cell_type == "markdown" and not _nbgrader(c).get("solution"))  # not an answer
                         or (_nbgrader(c).get("grade_id") in nb.tests and "HIDDEN" not in c.source))
-    assert not [line for line in secret_lines(assignment) if line in visible]
+    secrets = secret_lines(assignment)
+    assert all(line in secrets for answer in nb.written.values()  # the model answers are secrets too
+               for line in answer.source.splitlines() if len(line.strip()) > 20)
+    assert not [line for line in secrets if line in visible]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_reference_solution_gets_full_marks(assignment):
+    """Every autograded test cell (the written answers are graded by hand: tests/test_grading.py
+    and tests/test_manual_grading.py hold their points as pending, never lost)."""
     nb = notebook(assignment)
-    for gid, (points, message) in nb.grade_all().items():
+    graded = nb.grade_all()
+    assert set(graded) == set(nb.tests) and not set(graded) & set(nb.written)
+    for gid, (points, message) in graded.items():
         assert points == nb.points(gid), (gid, message)
         assert message.startswith("✓"), message
 

@@ -15,7 +15,7 @@ import pytest
 
 from autograder.course import find_assignments
 from classroom import (REPO, Results, grade, load_corpus, make_submission, notebook_name, reference_code,
-                       secret_lines, tree_digest)
+                       secret_lines, tree_digest, written_answers)
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 sys.path.insert(0, str(REPO / "benchmarks"))  # hint_coverage's tally
@@ -29,7 +29,9 @@ class GradedClass:
         self.root = tmp / "submitted"
         self.out = tmp / "results"
         self.corpus = load_corpus(assignment, cli=True)
-        make_submission(self.root, "reference", assignment)
+        # the reference student answers the written questions in words of its own (graded by hand)
+        self.written = {gid: f"My answer to {gid}: the scores grow with the width." for gid in written_answers(assignment)}
+        make_submission(self.root, "reference", assignment, self.written)
         make_submission(self.root, "stub", assignment, answer_all=False)
         for entry in self.corpus:
             make_submission(self.root, f"corpus-{entry.name}", assignment, entry.cells, added=entry.added)
@@ -73,7 +75,15 @@ def test_reference_solution_gets_full_marks(graded):
     assert row["status"] == "ok"
     assert float(row["max_score"]) > 0
     assert float(row["score"]) == float(row["max_score"]), graded.tests("reference")
-    assert all(t["passed"] for t in graded.tests("reference"))
+    assert all(t["passed"] for t in graded.tests("reference") if not t["manual"])
+    # the written answers are pending, not lost: outside score and max_score, all to grade by hand
+    written = [t for t in graded.tests("reference") if t["manual"]]
+    assert [t["grade_id"] for t in written] == list(graded.written)
+    assert all(t["points"] is None and t["passed"] is None and "graded by hand later" in t["message"] for t in written)
+    assert float(row["written_points"]) == float(row["to_grade_by_hand"]) == sum(t["max_points"] for t in written)
+    page = graded.feedback_text("reference")
+    assert all(f"My answer to {gid}" in page for gid in graded.written) and page.count("raded by hand later") >= 2 * len(
+        written)
 
 
 def test_every_failure_explains_itself(graded):
@@ -93,7 +103,10 @@ def test_untouched_release_notebook_gets_zero(graded):
     assert (row["status"], float(row["score"])) == ("ok", 0.0)
     for test in graded.tests("stub"):
         assert not test["passed"] and test["points"] == 0
-        assert "not implemented" in test["message"].lower(), test
+        # nbgrader gives a written answer left as released 0: nothing to grade by hand
+        assert ("not answered" if test["manual"] else "not implemented") in test["message"].lower(), test
+    assert float(row["to_grade_by_hand"]) == 0 and float(row["written_points"]) == float(
+        graded.row("reference")["written_points"])
 
 
 def test_corpus(graded, capsys):

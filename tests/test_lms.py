@@ -285,7 +285,9 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "") as gb:
         assert gb.find_submission(ASSIGNMENT, "1201").score == float(grades["1201"]["score"])
         assert gb.find_submission(ASSIGNMENT, "3302").score == float(grades["3302"]["score"])
-        assert gb.find_assignment(ASSIGNMENT).max_score == float(grades["1201"]["max_score"])
+        # nbgrader's maximum counts the written answers too (graded by hand, outside grades.csv's max_score)
+        assert gb.find_assignment(ASSIGNMENT).max_score == float(grades["1201"]["max_score"]) + float(
+            grades["1201"]["written_points"])
         with pytest.raises(Exception):
             gb.find_submission(ASSIGNMENT, "1203")  # invalid: not submitted, not a 0 of a submission
     nbgrader = Path(sys.executable).parent / "nbgrader"

@@ -124,9 +124,9 @@ def test_grades_csv_sums_notebooks_and_keeps_the_worst_status():
                                                                              reason="slow"),
                NotebookResult("ben", "a1", "n1", "missing", 0, 4, reason="n1.ipynb not found")]
     lines = grades_csv(results).splitlines()
-    assert lines[0] == "student_id,assignment,score,max_score,status,reason"
-    assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow"
-    assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found"
+    assert lines[0] == "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand"
+    assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow,0,0"
+    assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found,0,0"
 
 
 def _link(path, target):
