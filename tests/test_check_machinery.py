@@ -328,6 +328,34 @@ def test_the_meta_verdict_is_the_graders_and_forging_it_gains_nothing():
     assert judge_records(SDPA, forged, SMALL, points=3).score == 3
 
 
+def test_a_report_fits_on_a_screen():
+    """Later cases are listed only for a hint not yet given, and five cases at most; a hint with
+    the same words in every case (NaN rows) says "as above"."""
+    errors = ["raised RuntimeError: view size is not compatible with input tensor's size and stride",
+              "raised RuntimeError: shape '[2, 5]' is invalid for input of size 7",
+              "raised IndexError: Dimension out of range (expected to be in range of [-2, 1], but got 2)",
+              "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)",
+              "raised ValueError: not enough values to unpack (expected 4, got 3)",
+              "raised RuntimeError: einsum(): the number of subscripts in the equation (3) does not match the "
+              "number of dimensions (4) for operand 0 and no ellipsis was given",
+              "raised RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at non-singleton "
+              "dimension 1"]
+    cases = [dict(L=n + 2) for n in range(len(errors))]
+    report = judge(SDPA, cases, [Outcome(error=e) for e in errors], points=1, devices=["cpu"] * len(cases))
+    assert report.text.count("\ncase ") == 5 and report.text.count("hint:") == 5, report.text
+    assert report.text.endswith("... and 2 more failing case(s)")
+
+    def nan_rows(query, key, value, **kwargs):
+        output, weights = _reference_sdpa()(query, key, value, **kwargs)
+        return output.clone().index_fill_(-2, torch.tensor([0]), math.nan), weights.index_fill(-2, torch.tensor([0]),
+                                                                                             math.nan)
+
+    cases = [dict(L=n + 2) for n in range(6)]
+    report = judge(SDPA, cases, probe_all(SDPA, nan_rows, cases, CPU).outcomes, points=1, devices=["cpu"] * 6)
+    assert report.text.count("Rows of NaN") == 1 and report.text.count("hint: as above") == 2, report.text
+    assert report.text.count("\ncase ") == 3 and len(report.text.splitlines()) <= 40
+
+
 def test_a_module_tensor_that_to_does_not_move_is_a_device_bug():
     """A plain tensor attribute stays on the CPU when the check moves the module to the inputs'
     device; the hint says so (07's AdditiveAttention, a class check)."""

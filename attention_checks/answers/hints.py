@@ -168,8 +168,10 @@ def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]
         if got.dim() and bool((nan.any(-1) == nan.all(-1)).all()):  # whole rows, nothing else
             why = ("your masking hides every key of those rows (an inverted mask, or a float mask used as a "
                    "boolean)" if masked else "a row of -inf, or exp overflowing to inf/inf")
-            return [f"{name} has {int(nan.all(-1).sum())} row(s) of NaN where the reference has numbers: a softmax "
-                    f"over a row whose scores are all -inf gives 0/0; here {why}."]
+            # no name and no count (the case's lines show them): the same words for every output and case,
+            # so that a later case says "as above"
+            return [f"Rows of NaN where the reference has numbers: a softmax over a row whose scores are all -inf "
+                    f"gives 0/0; here {why}."]
         return []
     if not got.isfinite().all():
         return []

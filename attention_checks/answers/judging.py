@@ -206,7 +206,7 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
         masked = any("mask" in n and v is not None for n, v in case.x.named.items())
         for name in sorted(wrong):
             hints += pattern_hints(name, got.get(name), case.expected[name], masked)
-    return hints
+    return list(dict.fromkeys(hints))  # several outputs with one pattern: its hint once
 
 
 def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
@@ -312,7 +312,8 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 
 
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
-          forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3) -> Report:
+          forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
+          most: int = 5) -> Report:
     """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded)."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
@@ -331,18 +332,20 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
         return Report(0.0, points, f"✗ {check.name} is not implemented yet (0 / {points:g} points)")
     report = [f"✗ {check.name}: {len(failed)} of {len(results)} cases fail ({score:g} / {points:g} points)"]
     given: list[str] = []  # each hint once, where it first applies
-    # show the first failing cases, and any later one that brings a hint not yet given
+    listed = 0
+    # show the first `shown` failing cases, and later ones that bring a hint not yet given: `most` in all,
+    # so that a report fits on a screen
     for n, (i, r) in enumerate(failed):
         fresh = [h for h in r.hints if h not in given]
-        if n >= shown and not fresh:
+        if listed == most or (n >= shown and not fresh):
             continue
         given += fresh
+        listed += 1
         report.append(f"\ncase {i + 1}: {built[i].shown.replace(DEVICE, devices[i].split(':')[0])}")
         report += ["    " + line for line in r.lines]
         report += [f"    hint: {h}" for h in fresh]
         if r.hints and not fresh:
             report.append("    hint: as above")
-    listed = sum(1 for line in report if line.startswith("\ncase "))
     if len(failed) > listed:
         report.append(f"\n... and {len(failed) - listed} more failing case(s)")
     return Report(score, points, "\n".join(report))
