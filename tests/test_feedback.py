@@ -86,3 +86,36 @@ def test_a_markdown_cell_whose_attachment_is_gone_still_gets_a_page():
     nb.cells[0] = nbformat.v4.new_markdown_cell("my plot: ![plot](attachment:plot.png)")
     page, _ = FeedbackExporter(template_name="classic").from_notebook_node(nb)
     assert "my plot:" in _text(page) and "missing attachment: plot.png" in _text(page)
+
+
+def _graded_page(answer: str) -> str:
+    """A feedback page as nbgrader's feedback template renders an autograded notebook: a test cell
+    with its points and a written answer (solution and grade cell) with the checksum of its release."""
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.utils import compute_checksum
+
+    test = nbformat.v4.new_code_cell("check(f)", metadata={"nbgrader": {
+        "grade": True, "solution": False, "locked": True, "grade_id": "test_f", "points": 3, "score": 3}})
+    written = nbformat.v4.new_markdown_cell("YOUR ANSWER HERE", metadata={"nbgrader": {
+        "grade": True, "solution": True, "locked": False, "grade_id": "written-why", "points": 2, "score": 0}})
+    written.metadata.nbgrader["checksum"] = compute_checksum(written)  # as released
+    written.source = answer
+    nb = nbformat.v4.new_notebook(cells=[test, written])
+    exporter = FeedbackExporter(config=GenerateFeedback().config)  # nbgrader's feedback template
+    page, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {"notebook": "nb", "score": 3, "max_score": 5,
+                                                                       "late_penalty": 0}})
+    return _text(page)
+
+
+def test_a_written_answer_awaiting_a_person_is_graded_by_hand_later_not_zero():
+    text = _graded_page("Because the variance grows like d_k.")
+    assert "Because the variance grows like d_k." in text
+    assert "Written response (graded by hand later (2 points))" in text
+    assert "Graded by hand later (2 points)" in text and "Score: 0.0 / 2.0" not in text
+    assert "(Score: 3 / 5; 2 points of written answers: graded by hand later)" in text
+    assert "Score: 3.0 / 3.0" in text  # the test cell keeps its score
+
+
+def test_an_answer_left_as_released_keeps_nbgraders_zero():
+    text = _graded_page("YOUR ANSWER HERE")
+    assert "graded by hand" not in text.lower() and "Score: 0.0 / 2.0" in text
