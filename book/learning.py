@@ -313,7 +313,7 @@ def show_source(*functions):
     and Jupyter both highlight): a chapter shows the code it imports from here."""
     from IPython.display import Markdown
 
-    code = "\n\n".join(inspect.getsource(f).strip() for f in functions)
+    code = "\n\n\n".join(inspect.getsource(f).strip() for f in functions)  # PEP 8: two blank lines
     return Markdown(f"```python\n{code}\n```")
 
 
@@ -323,7 +323,8 @@ def head_weights(model: torch.nn.Module, *inputs) -> dict[str, torch.Tensor]:
 
     The layers ask their attention for no weights, or for the mean over heads; this runs
     the model once, records each ``MultiHeadAttention``'s arguments, and calls it again
-    on them with ``average_attn_weights=False``. Names are the modules' own, e.g.
+    on them with ``average_attn_weights=False`` (a module called more than once gives
+    its last call's weights). Names are the modules' own, e.g.
     ``transformer.encoder.layers.0.self_attn``.
     """
     calls, hooks = {}, []
