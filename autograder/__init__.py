@@ -9,6 +9,7 @@ map lists every module):
 - ``release``       solutions/ -> exercises/ with nbgrader's generate_assignment
 - ``submissions``   finding, unpacking and validating the submitted notebooks (no links followed)
 - ``runner``        grading one student's assignment through autograde and feedback, in worker processes
+- ``cluster``       grading on a Dask cluster's workers instead (``--scheduler``): each builds its course once
 - ``rebuild``       ``RebuildFromSource``: the notebook that runs is the source notebook with the
                     student's answers (and cells they added) put in
 - ``sandbox``       the sandboxed kernels and ``SandboxedExecute``, the preprocessor that runs the notebook

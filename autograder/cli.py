@@ -62,6 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
                        help="notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    cluster = grade.add_mutually_exclusive_group()  # instead of --jobs: grade on a Dask cluster's workers
+    cluster.add_argument("--scheduler", metavar="ADDRESS",
+                         help="grade on the workers of the Dask scheduler at ADDRESS (tcp://HOST:8786)")
+    cluster.add_argument("--scheduler-file", type=Path, metavar="FILE",
+                         help="grade on the workers of the Dask scheduler that FILE names (dask scheduler --scheduler-file)")
     gradebook.add_options(grade)  # --gradebook: also record the scores in an nbgrader gradebook
     cache.add_options(grade)  # --cache: grade only what changed since an earlier run
     grade.set_defaults(run=_grade)
@@ -118,6 +123,7 @@ def _grade(args) -> int:
                   f"{', '.join(course.assignments)} under {submissions}", file=sys.stderr)
         groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
 
+        grade_groups = _engine(args)
         writer = ResultsWriter(out)
         progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
         kept = cache.ResultCache(args.cache, course, options) if args.cache else None
@@ -125,7 +131,7 @@ def _grade(args) -> int:
             groups = kept.replay(groups, writer)
             progress.update(kept.hits)
         with _kernel_environment(), progress:
-            for graded in grade_all(groups, course, max(1, min(args.jobs, len(groups))), **options):
+            for graded in grade_groups(groups, course, options):
                 for result, feedback in graded:
                     writer.add(result, feedback)
                 if kept:
@@ -140,6 +146,16 @@ def _grade(args) -> int:
         print(f"graded {len(writer.results)} notebooks ({summary or 'none'}{reused}) -> {out / 'grades.csv'}")
     gradebook.after_grading(args)
     return 0
+
+
+def _engine(args):
+    """Where the notebooks are graded, chosen here only: ``grade(groups, course, options)`` on
+    the workers of a Dask cluster (--scheduler, --scheduler-file; connected now, before RESULTS
+    is touched), else in worker processes on this machine (Dask is not even imported)."""
+    if args.scheduler or args.scheduler_file:
+        from . import cluster
+        return cluster.engine(args.scheduler, args.scheduler_file)
+    return lambda groups, course, options: grade_all(groups, course, max(1, min(args.jobs, len(groups))), **options)
 
 
 @contextlib.contextmanager

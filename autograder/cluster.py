@@ -1,0 +1,224 @@
+"""Grading on a Dask cluster: ``grade SUBMISSIONS --out RESULTS --scheduler tcp://HOST:8786``.
+
+Each group (one student's assignment) is one Dask task. Everything travels through the
+scheduler, so workers may be other machines that share no folder with the CLI:
+
+- the source notebooks, as bytes, in a worker plugin (``CourseOnWorker``): each worker
+  process builds its own course from them once, with the CLI's options (sandbox, limits,
+  warm kernels), and grades every group it is given in it, one at a time;
+- the submitted notebooks, as bytes, in each task (read here, at most a few groups per
+  worker thread ahead, so memory does not grow with the class);
+- the results (``NotebookResult`` and the feedback page), as each task's value, written
+  here by the CLI's ``ResultsWriter`` as in a local run.
+
+Faults are Dask's to handle: a worker that dies has its tasks run again elsewhere (a task
+has one key, so it gives one result); a task whose workers died while running it more
+than ``distributed.scheduler.allowed-failures`` times (a scheduler setting) ends in
+``KilledWorker`` and its notebooks get status ``error`` with a reason; losing the
+scheduler raises ``ConnectionError``, which the CLI reports before writing any result.
+
+Only this module imports Dask, and only the CLI's ``--scheduler``/``--scheduler-file``
+import this module: local grading needs no Dask.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .course import Course, CourseError, nbgrader_id
+from .results import NotebookResult
+from .runner import Graded, grade_group
+from .submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
+
+try:
+    import distributed
+    from distributed import WorkerPlugin
+    from distributed.scheduler import KilledWorker
+except ImportError as err:  # only grading on a cluster needs it
+    raise CourseError("grading on a Dask cluster needs Dask's distributed package on this machine and on "
+                      "every worker: pip install 'distributed>=2024.1'") from err
+
+# How long to wait for the scheduler (connecting, or reconnecting once lost), and how often the
+# CLI looks whether workers joined that could take more groups.
+CONNECT_TIMEOUT = 30
+POLL_SECONDS = 2
+
+
+class CourseOnWorker(WorkerPlugin):
+    """A worker's own course, built once from the source notebooks' bytes (a worker may be
+    another machine). A worker process grades one group at a time (one fork server, one
+    nbgrader course): start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores."""
+
+    def __init__(self, sources: dict[str, bytes], options: dict, name: str):
+        self.sources, self.options, self.name = sources, options, name
+
+    async def setup(self, worker) -> None:
+        self.lock, self.failed = threading.Lock(), None
+        self.tmp = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
+        try:  # in a thread: generating the assignments takes seconds, the worker's event loop must not wait
+            await asyncio.get_running_loop().run_in_executor(None, self._build)
+        except Exception as err:  # the CLI sees it if this worker was there when the run started
+            self.failed = f"this worker could not build the course: {type(err).__name__}: {err}"
+            raise
+
+    def _build(self) -> None:
+        from .cli import _kernel_environment  # the CLI's, for kernels run without a sandbox
+
+        for relative, data in self.sources.items():
+            path = self.tmp / "source" / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        self.environment = _kernel_environment()
+        self.environment.__enter__()  # for this worker process's kernels, as long as the plugin lives
+        # As cli.main: nbgrader runs tools of its environment (alembic) by name; its SQLAlchemy warnings say nothing.
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        warnings.filterwarnings("ignore", module="nbgrader")
+        self.course = Course(self.tmp / "course", **dict(self.options, source_dir=self.tmp / "source"))
+        self.course.generate_all()
+
+    def teardown(self, worker) -> None:
+        if hasattr(self, "environment"):
+            self.environment.__exit__(None, None, None)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def grade(self, group: list[tuple[Submission, bytes | None]]) -> Graded:
+        """Grade one group whose notebooks came as bytes: each is written into this worker's
+        own folder and read from there, as a local worker reads the submissions."""
+        if self.failed:  # a worker that joined the run later: its groups say why
+            raise CourseError(self.failed)
+        with self.lock:
+            incoming = Path(tempfile.mkdtemp(prefix="incoming-", dir=self.tmp))
+            try:
+                subs = []
+                for number, (sub, data) in enumerate(group):
+                    if data is not None:
+                        path = incoming / f"{number}.ipynb"
+                        path.write_bytes(data)
+                        sub = replace(sub, path=path)
+                    subs.append(sub)
+                return grade_group(self.course, subs)
+            finally:
+                shutil.rmtree(incoming, ignore_errors=True)
+
+
+def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]]) -> Graded:
+    """The task: runs on a worker, in the course its plugin built."""
+    return distributed.get_worker().plugins[plugin_name].grade(group)
+
+
+def engine(address: str | None = None, scheduler_file: Path | None = None):
+    """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
+    or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
+    reached stops the run before RESULTS is touched."""
+    where = address or f"the scheduler in {scheduler_file}"
+    try:
+        if scheduler_file is not None:
+            client = distributed.Client(scheduler_file=str(scheduler_file), timeout=CONNECT_TIMEOUT)
+        else:
+            client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, ValueError, asyncio.TimeoutError) as err:
+        raise ConnectionError(f"cannot reach the Dask scheduler at {where}: {err}") from err
+
+    def grade(groups: Sequence[Sequence[Submission]], course: Course, options: dict) -> Iterator[Graded]:
+        with client:
+            yield from grade_on_cluster(groups, course, client, **options)
+    return grade
+
+
+def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, client: "distributed.Client",
+                     **course_options) -> Iterator[Graded]:
+    """Grade every group on ``client``'s cluster; results come as they finish (as from ``runner.grade_all``).
+
+    ``course`` is the CLI's generated course: its source notebooks go to the workers (only
+    the assignments in ``groups``), and it gives the max scores of notebooks that could not run."""
+    if not client.scheduler_info().get("workers"):
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)  # a cluster that is still starting
+    assignments = sorted({group[0].assignment for group in groups})
+    sources = {str(path.relative_to(course.root / "source")): path.read_bytes()
+               for assignment in assignments for path in sorted((course.root / "source" / assignment).rglob("*"))
+               if path.is_file()}
+    # One plugin per run: two runs on one cluster never share (or tear down) each other's courses.
+    run = uuid.uuid4().hex[:12]
+    plugin = CourseOnWorker(sources, course_options, name=f"autograder-course-{run}")
+    try:
+        client.register_plugin(plugin, name=plugin.name)
+    except Exception as err:  # noqa: BLE001 - raised on a worker (no bwrap there, say), re-raised here
+        raise CourseError(f"a Dask worker could not build the course: {type(err).__name__}: {err}") from err
+    try:
+        yield from _stream(client, groups, course, plugin.name, run)
+    finally:
+        try:
+            client.unregister_worker_plugin(plugin.name)
+        except Exception:  # noqa: BLE001 - the scheduler is gone: its workers drop the plugin with it
+            pass
+
+
+def _stream(client, groups, course: Course, plugin_name: str, run: str) -> Iterator[Graded]:
+    pending = enumerate(groups)
+    in_flight: dict = {}  # future -> group
+    while True:
+        # A few groups per worker thread ahead (their notebooks' bytes wait on the scheduler).
+        slots = 2 * max(1, sum(client.nthreads().values())) + 2
+        while len(in_flight) < slots and (item := next(pending, None)) is not None:
+            number, group = item
+            # The key names the student (safely): it shows on Dask's dashboard and in worker logs.
+            key = f"grade-{run}-{number}-{nbgrader_id(group[0].student_id)}-{group[0].assignment}"
+            future = client.submit(grade_remotely, plugin_name, [_with_bytes(s) for s in group], key=key, pure=False)
+            in_flight[future] = group
+        if not in_flight:
+            return
+        try:
+            done = distributed.wait(list(in_flight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED").done
+        except TimeoutError:  # nothing finished yet: submit to workers that joined meanwhile
+            continue
+        except distributed.client.FuturesCancelledError as err:  # the client gave up reconnecting
+            raise ConnectionError(_lost(client)) from err
+        for future in done:
+            group = in_flight.pop(future)
+            yield _outcome(future, group, course, client)
+            future.release()
+
+
+def _with_bytes(sub: Submission) -> tuple[Submission, bytes | None]:
+    """The submission without its path on this machine, and the notebook's bytes if it is to be read.
+    The file is opened as ``load_notebook`` opens it (no link followed, a size limit); a file it
+    cannot read keeps the reason ``load_notebook`` gives, as a refusal, so the result is the same."""
+    if sub.path is None or sub.refused:
+        return replace(sub, path=None), None
+    try:
+        with open(os.open(sub.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+            if os.fstat(file.fileno()).st_size > MAX_NOTEBOOK_BYTES:
+                load_notebook(sub.path)  # raises its 'over the limit' reason
+            return replace(sub, path=None), file.read(MAX_NOTEBOOK_BYTES + 1)
+    except (ValueError, OSError) as err:
+        return replace(sub, path=None, refused=str(err)), None
+
+
+def _outcome(future, group: Sequence[Submission], course: Course, client) -> Graded:
+    try:
+        return future.result()
+    except distributed.client.FutureCancelledError as err:
+        raise ConnectionError(_lost(client)) from err
+    except Exception as err:  # noqa: BLE001 - whatever happened, only to this group
+        if isinstance(err, KilledWorker):
+            tries = err.allowed_failures + 1
+            reason = (f"grading failed: the grading worker died while grading this notebook, {tries} times "
+                      "(Dask gives up after distributed.scheduler.allowed-failures); it was not graded")
+        else:
+            reason = f"grading worker failed: {type(err).__name__}: {err}"
+        return [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
+                                course.max_score(s.assignment, s.notebook), reason=reason), None) for s in group]
+
+
+def _lost(client) -> str:
+    return (f"lost the Dask scheduler at {client.scheduler.address} during the run: no results were written "
+            "(run the command again once the scheduler is back)")

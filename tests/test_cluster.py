@@ -1,0 +1,212 @@
+"""Grading on a Dask cluster (`grade --scheduler`), with real processes: `dask scheduler` and two
+`dask worker` processes started from the venv's CLIs as an instructor starts them, grading a
+small mixed class of 01-self-attention (correct, buggy, stub, broken, missing, hostile).
+
+The tests run in this order and share one cluster; the last one kills its scheduler.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from classroom import REPO, Results, grade, load_corpus, make_submission, reference_code, tree_digest
+from test_hostile import inflate_points
+
+distributed = pytest.importorskip("distributed")
+
+ASSIGNMENT = "01-self-attention"
+DASK = Path(sys.executable).with_name("dask")
+KILLER = "worker-killer"  # tests/cluster_saboteur.py kills any worker that starts grading this student
+
+
+def build_class(root: Path) -> None:
+    make_submission(root, "reference", ASSIGNMENT)
+    make_submission(root, "stub", ASSIGNMENT, answer_all=False)
+    bug = next(e for e in load_corpus(ASSIGNMENT) if e.expect == "partial")
+    make_submission(root, f"buggy-{bug.name}", ASSIGNMENT, bug.cells)
+    corrupt = make_submission(root, "corrupt", ASSIGNMENT)
+    corrupt.write_text(corrupt.read_text()[:500])
+    (root / "no-notebook" / ASSIGNMENT).mkdir(parents=True)
+    # Hostile: a kernel that exits in the middle (status error), and test cells worth 100 points each.
+    exits = reference_code(ASSIGNMENT)["simple_self_attention"] + "\nimport os\nos._exit(0)\n"
+    make_submission(root, "os-exit", ASSIGNMENT, {"simple_self_attention": exits})
+    path = make_submission(root, "inflate-points", ASSIGNMENT)
+    path.write_text(json.dumps(inflate_points(json.loads(path.read_text()))))
+
+
+# A kernel that exits is cut off at a moment that differs between any two runs, local ones
+# too (whether its last cell got its execution count): its pages are compared apart.
+RACY = "/os-exit/"
+
+
+def results_digest(out: Path) -> dict[str, str]:
+    """Every file of RESULTS (hidden staging folders aside) and its sha256; graded notebooks,
+    if RESULTS keeps them, without the kernel's timestamps (they differ between any two runs)."""
+    digest = {}
+    for path, sha in tree_digest(out).items():
+        if path.startswith(".") or RACY in f"/{path}":
+            continue
+        if path.endswith(".ipynb"):
+            notebook = json.loads((out / path).read_text())
+            for cell in notebook["cells"]:
+                cell.get("metadata", {}).pop("execution", None)
+            sha = json.dumps(notebook, sort_keys=True)
+        digest[path] = sha
+    return digest
+
+
+class Cluster:
+    """`dask scheduler` and `dask worker` processes, each in a session of its own (killed whole at the end)."""
+
+    def __init__(self, tmp: Path, workers: int = 2):
+        self.tmp, self.file = tmp, tmp / "scheduler.json"
+        # A task is given up after its workers died while running it twice (1 allowed failure);
+        # a worker holds only the task it runs, so that only that one is blamed for its death.
+        env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1",
+                   DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0", AUTOGRADER_TEST_WORKER_KILLER=KILLER)
+        self.scheduler = self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                      "--scheduler-file", self.file], env, "scheduler")
+        self.workers = [self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", "1",
+                                     "--nthreads", "1", "--no-dashboard",
+                                     "--preload", REPO / "tests" / "cluster_saboteur.py"], env, f"worker-{i}")
+                        for i in range(workers)]
+        deadline = time.monotonic() + 120
+        while not self.file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.client = distributed.Client(scheduler_file=str(self.file), timeout=60)
+        self.client.wait_for_workers(workers, timeout=120)
+        self.address = self.client.scheduler.address
+
+    def _start(self, command, env, name) -> subprocess.Popen:
+        log = open(self.tmp / f"{name}.log", "w")
+        return subprocess.Popen([str(c) for c in command], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def busy_worker(self, timeout: float = 300) -> int:
+        """The pid of a worker process while it grades a group."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = [w for w, keys in self.client.processing().items() if any(str(k).startswith("grade-") for k in keys)]
+            if busy:
+                return self.client.run(os.getpid, workers=busy[:1])[busy[0]]
+            time.sleep(0.1)
+        raise AssertionError("no worker started grading")
+
+    def stop(self) -> None:
+        self.client.close()
+        for process in [self.scheduler, *self.workers]:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def classroom(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cluster") / "submitted"
+    build_class(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def local(classroom) -> Path:
+    """The class graded on this machine, as without a cluster."""
+    out = classroom.parent / "local"
+    process = grade(classroom, out, "--jobs", "2")
+    assert process.returncode == 0, process.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = Cluster(tmp_path_factory.mktemp("dask"))
+    yield cluster
+    cluster.stop()
+
+
+def grade_on_cluster(cluster: Cluster, submissions: Path, out: Path, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
+                             "--quiet", "--scheduler", cluster.address], cwd=REPO, stderr=subprocess.PIPE,
+                            text=True, **popen)
+
+
+def test_grading_without_a_scheduler_does_not_import_dask():
+    """Colab and laptops may skip distributed: only --scheduler imports autograder.cluster."""
+    code = ("import sys; from autograder import cli; cli._parser().parse_args(['grade', 'x', '--out', 'y']); "
+            "dask = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')); "
+            "sys.exit(f'imported {dask}' if dask else 0)")
+    process = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert process.returncode == 0, process.stderr
+
+
+def test_cluster_gives_the_local_results_file_for_file(cluster, classroom, local, tmp_path):
+    out = tmp_path / "out"
+    process = grade(classroom, out, "--scheduler-file", str(cluster.file))
+    assert process.returncode == 0, process.stderr
+    assert results_digest(out) == results_digest(local)
+    rows = Results.read(out).grades
+    assert rows[("reference", ASSIGNMENT)]["status"] == "ok"
+    assert rows[("os-exit", ASSIGNMENT)]["status"] == "error"  # the sandboxed kernel died, not the worker
+    assert float(rows[("inflate-points", ASSIGNMENT)]["max_score"]) == float(rows[("reference", ASSIGNMENT)]["max_score"])
+
+
+def test_a_worker_killed_mid_run_loses_nothing(cluster, classroom, local, tmp_path):
+    """kill -9 of a worker's whole process tree (worker, sandbox, kernel) while it grades: its
+    group is graded again on the other worker, and every notebook gets exactly one result."""
+    out = tmp_path / "out"
+    process = grade_on_cluster(cluster, classroom, out)
+    victim = psutil.Process(cluster.busy_worker())
+    tree = [victim, *victim.children(recursive=True)]
+    for p in tree:
+        p.send_signal(signal.SIGKILL)
+    _, stderr = process.communicate(timeout=900)
+    assert process.returncode == 0, stderr
+    entries = [(r["student_id"], r["notebook"]) for r in json.loads((out / "results.json").read_text())]
+    students = sorted(p.name for p in classroom.iterdir())
+    assert sorted(entries) == sorted(set(entries)), "a notebook has two results"
+    assert sorted(s for s, _ in entries) == students, "a notebook has no result"
+    assert results_digest(out) == results_digest(local)
+    cluster.client.wait_for_workers(2, timeout=120)  # the nanny started a new worker process
+
+
+def test_a_notebook_that_kills_every_worker_is_given_up(cluster, classroom, local, tmp_path):
+    """Simulated (see tests/cluster_saboteur.py): the worker that starts grading KILLER dies.
+    After two deaths (allowed-failures 1) it is status error with a reason; the rest is graded."""
+    small = tmp_path / "class"
+    shutil.copytree(classroom / "reference", small / "reference")
+    make_submission(small, KILLER, ASSIGNMENT)
+    process = grade(small, tmp_path / "out", "--scheduler", cluster.address)
+    assert process.returncode == 0, process.stderr
+    rows, before = Results.read(tmp_path / "out").grades, Results.read(local).grades
+    killer = rows[(KILLER, ASSIGNMENT)]
+    assert (killer["status"], float(killer["score"])) == ("error", 0.0)
+    assert "worker died while grading this notebook, 2 times" in killer["reason"]
+    assert killer["max_score"] == before[("reference", ASSIGNMENT)]["max_score"]
+    assert rows[("reference", ASSIGNMENT)] == before[("reference", ASSIGNMENT)]
+    cluster.client.wait_for_workers(2, timeout=120)
+
+
+def test_losing_the_scheduler_ends_the_run_and_keeps_the_last_results(cluster, classroom, local, tmp_path):
+    """Last: it kills the scheduler. The run stops with a clear error (exit 2) and RESULTS still
+    holds the previous run's results, untouched."""
+    out = tmp_path / "out"
+    shutil.copytree(local, out)
+    before = results_digest(out)
+    process = grade_on_cluster(cluster, classroom, out)
+    cluster.busy_worker()
+    os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 2, stderr
+    assert "autograder: error:" in stderr and "scheduler" in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+    assert results_digest(out) == before
