@@ -153,8 +153,10 @@ def add_command(commands) -> None:
         "export-gradebook", help="write RESULTS into an nbgrader gradebook (nbgrader export, formgrader)",
         description="Record the scores of RESULTS/results.json in a persistent nbgrader gradebook: the "
                     "assignments as nbgrader's generate_assignment records them, and one submission per graded "
-                    "notebook, each test cell with the autograder's points. `nbgrader export` and formgrader "
-                    "then work on it. Missing and invalid notebooks are left unsubmitted.")
+                    "notebook, each test cell with the autograder's points and each written answer left for "
+                    "formgrader's manual grading (the autograded notebooks are copied into the course's autograded/ "
+                    "folder, where formgrader reads them). `nbgrader export` and formgrader then work on it. Missing "
+                    "and invalid notebooks are left unsubmitted.")
     cmd.add_argument("results", type=Path, metavar="RESULTS")
     add_options(cmd, required=True)
     cmd.add_argument("--source", type=Path, default=None, help="folder of source notebooks (default: solutions/)")
