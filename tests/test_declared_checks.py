@@ -83,6 +83,7 @@ def test_written_questions_follow_the_course_format(assignment):
     cells = nb.nb.cells
     gids = [_nbgrader(c).get("grade_id") for c in cells]
     last_test = max(gids.index(gid) for gid in nb.tests)
+    assert len(nb.written) == 1, "every notebook has one written question"
     for gid, answer in nb.written.items():
         meta = _nbgrader(answer)
         assert gid.startswith("written-") and answer.cell_type == "markdown", gid
