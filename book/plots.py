@@ -6,7 +6,6 @@ here computes attention: the helpers only draw tensors that the chapters
 compute in plain sight.
 
 - ``show_matrix``: a labelled heatmap with the values written in the cells.
-- ``head_grid``: one small heatmap per attention head.
 - ``draw_block``, ``draw_symbol``: grids of squares for shape diagrams.
 - ``bar_slider``: a self-contained HTML/SVG/JavaScript slider over bar charts
   whose data are computed in Python at build time, so that it works on the
@@ -24,7 +23,7 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["to_numpy", "show_matrix", "symmetric_limits", "head_grid",
+__all__ = ["to_numpy", "show_matrix", "symmetric_limits",
            "draw_block", "draw_symbol", "bar_slider", "explorer", "slider", "toggle", "glue"]
 
 plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.titlesize": 10,
@@ -72,30 +71,6 @@ def show_matrix(ax, m, title="", xlabels=None, ylabels=None, cmap="Blues", fmt="
                 ax.text(j, i, fmt.format(value), ha="center", va="center",
                         fontsize=fontsize, color="white" if dark else "black")
     return im
-
-
-def head_grid(weights, labels=None, ncols=4, title="head {}", cmap="Blues",
-              vmin=0.0, vmax=1.0, size=1.9, colorbar_label="weight"):
-    """One small heatmap per head: ``weights`` is (H, L, S). Returns the figure."""
-    weights = to_numpy(weights)
-    heads = weights.shape[0]
-    nrows = math.ceil(heads / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols + 0.8, size * nrows + 0.2),
-                             layout="constrained", squeeze=False)
-    for h, ax in enumerate(axes.flat):
-        if h >= heads:
-            ax.axis("off")
-            continue
-        im = ax.imshow(weights[h], cmap=cmap, vmin=vmin, vmax=vmax)
-        ax.set_title(title.format(h), fontsize=9)
-        if labels is not None:
-            ax.set_xticks(range(len(labels)), labels, fontsize=7, rotation=90)
-            ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        else:
-            ax.set_xticks([])
-            ax.set_yticks([])
-    fig.colorbar(im, ax=axes, shrink=0.8, label=colorbar_label)
-    return fig
 
 
 def draw_block(ax, x0, rows, cols, color, label, dims, height=5, y_center=None):
