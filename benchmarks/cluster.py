@@ -1,0 +1,107 @@
+"""Benchmark: grade a synthetic class on a local Dask cluster of 1, then N workers (real
+`dask scheduler` and `dask worker --nworkers N --nthreads 1` processes) with
+`python -m autograder grade --scheduler`; print the throughput, the throughput per worker and
+the scaling efficiency from 1 to N workers, and the local process pool (`--jobs N`) beside it.
+
+    .venv/bin/python benchmarks/cluster.py                         # 24 students of 01, 1 and 2 workers
+    .venv/bin/python benchmarks/cluster.py --students 200 --workers 1 4 16 --assignments 03-qkv
+
+The class is benchmarks/grade_class.py's (a quarter each of correct, buggy, stub and broken
+notebooks). Each run's wall time includes what a run pays once: the CLI's course, each
+worker's course and warm sandbox (torch imported once per worker); on a small class that is
+a large share, so the efficiency printed is a lower bound of the steady state.
+
+What to expect on 16 cores: a worker grades one notebook at a time on one core (its kernels
+run with OMP_NUM_THREADS=1) and workers share nothing but the scheduler, which hands out a
+task in about a millisecond against a few hundred for a notebook; so throughput grows almost
+linearly with the workers, and 16 workers on 16 cores should reach 85-95% efficiency on a
+class large enough to hide the start (hundreds of notebooks), the rest lost to memory
+bandwidth, turbo clocks that drop as more cores work, and the CLI (reading submissions,
+writing results) and scheduler, which need a little CPU of their own. More workers than
+cores do not help. On a 2-core machine the CLI and the scheduler compete with the two
+workers for the same cores, so 2 workers scale worse than they would on machines of their own.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from grade_class import build_class  # noqa: E402
+
+DASK = Path(sys.executable).with_name("dask")
+
+
+class LocalCluster:
+    """A scheduler and ``workers`` worker processes, as an instructor starts them on a machine."""
+
+    def __init__(self, tmp: Path, workers: int):
+        self.file = tmp / f"scheduler-{workers}.json"
+        self.processes = [self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                       "--scheduler-file", self.file])]
+        while not self.file.exists():
+            time.sleep(0.2)
+        self.processes.append(self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", str(workers),
+                                           "--nthreads", "1", "--no-dashboard"]))
+        from distributed import Client
+        with Client(scheduler_file=str(self.file), timeout=60) as client:
+            client.wait_for_workers(workers, timeout=300)
+
+    @staticmethod
+    def _start(command) -> subprocess.Popen:
+        return subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def stop(self) -> None:
+        for process in self.processes:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def timed_grade(root: Path, out: Path, *options: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "autograder", "grade", str(root), "--out", str(out), "--quiet", *options],
+                   check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=24)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="cluster sizes, the first is the base")
+    parser.add_argument("--assignments", nargs="+", default=["01-self-attention"])
+    parser.add_argument("--no-local", dest="local", action="store_false", help="skip the local process pool runs")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        tmp = Path(tmp)
+        notebooks = len(build_class(tmp / "class", args.students, args.assignments))
+        print(f"class: {args.students} students x {len(args.assignments)} assignments = {notebooks} notebooks; "
+              f"{os.cpu_count()} cores")
+        rates = {}
+        for n in args.workers:
+            cluster = LocalCluster(tmp, n)
+            try:
+                wall = timed_grade(tmp / "class", tmp / f"out-{n}", "--scheduler-file", str(cluster.file))
+            finally:
+                cluster.stop()
+            rates[n] = notebooks / wall
+            base = args.workers[0]
+            efficiency = rates[n] / n / (rates[base] / base)
+            print(f"dask, {n:2d} workers: {wall:7.1f} s  {rates[n]:6.2f} notebooks/s  {rates[n] / n:6.2f} per worker  "
+                  f"scaling efficiency from {base}: {efficiency:6.1%}")
+            if args.local:
+                wall = timed_grade(tmp / "class", tmp / f"local-{n}", "--jobs", str(n))
+                print(f"local pool, --jobs {n:2d}: {wall:7.1f} s  {notebooks / wall:6.2f} notebooks/s")
+
+
+if __name__ == "__main__":
+    main()
