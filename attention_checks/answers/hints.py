@@ -139,7 +139,7 @@ def device_hints(meta_error: str, named: Mapping[str, Any], kind: str) -> list[s
              next((n for n, v in named.items() if isinstance(v, torch.Tensor)), "x"))
     calls = [c for c in (_call_at(line, m.start()) for m in _FACTORY.finditer(line)) if "device" not in c]
     here = "this line" if line else "your code"
-    module = kind == "class"
+    attribute = kind == "class" and not calls  # a tensor made elsewhere may be an attribute of the module
     if calls:
         made = (f"`{calls[0]}` creates a tensor on the CPU, and {here} mixes it with the inputs, which are on cuda "
                 "there")
@@ -147,10 +147,10 @@ def device_hints(meta_error: str, named: Mapping[str, Any], kind: str) -> list[s
         made = (f"{here} mixes the inputs, which are on cuda there, with a tensor made on the CPU: one created "
                 "without device= (torch.ones, torch.arange, torch.tensor, ...)"
                 + (", or a plain tensor attribute of your module (.to(device) moves only parameters and buffers)"
-                   if module else ""))
+                   if attribute else ""))
     return [f"On a GPU this crashes: {made}. Create tensors on the inputs' device: device={x}.device (or "
-            f"torch.ones_like({x}), {x}.new_ones(...))" + ("; keep a module's tensors with register_buffer." if module
-                                                           else ".")]
+            f"torch.ones_like({x}), {x}.new_ones(...))" + ("; keep a module's tensors with register_buffer."
+                                                           if attribute else ".")]
 
 
 def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]:
