@@ -41,7 +41,8 @@ from typing import Iterable, Sequence
 
 import attention_checks
 
-from .course import REPO_ROOT, Course
+from .course import Course
+from .release import PYPROJECT, install_setting
 from .report import ResultsWriter
 from .results import NotebookResult
 from .runner import Graded
@@ -64,12 +65,10 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def grader_version() -> str:
-    """The package's version: pyproject.toml's in a clone (what a release bumps, even before a
-    reinstall), else the installed package's."""
-    pyproject = REPO_ROOT / "pyproject.toml"
-    if pyproject.is_file():
-        import tomllib
-        return tomllib.loads(pyproject.read_text())["project"]["version"]
+    """The grader's release: pyproject.toml's tag in a clone (what a release bumps, even before
+    a reinstall), else the installed package's version."""
+    if PYPROJECT.is_file():
+        return install_setting(PYPROJECT)[1]
     return metadata.version("attention-from-scratch")
 
 
@@ -80,7 +79,8 @@ def code_fingerprint(folders: Sequence[Path]) -> str:
         for path in sorted(folder.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 digest.update(f"{folder.name}/{path.relative_to(folder)}\0".encode("utf-8", "surrogateescape"))
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
+                with open(path, "rb") as file:
+                    digest.update(hashlib.file_digest(file, "sha256").digest())
     return digest.hexdigest()
 
 
@@ -128,7 +128,7 @@ class ResultCache:
             if sub.path is not None and not sub.refused:
                 try:  # O_NOFOLLOW, as load_notebook reads it: a link is never followed
                     with open(os.open(sub.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
-                        parts.append(hashlib.sha256(file.read()).hexdigest())
+                        parts.append(hashlib.file_digest(file, "sha256").hexdigest())
                 except OSError:
                     return None
         return _sha256_json(parts)

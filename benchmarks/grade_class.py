@@ -6,6 +6,7 @@ give the same scores.
     .venv/bin/python benchmarks/grade_class.py --students 40 --plain 4
     .venv/bin/python benchmarks/grade_class.py --students 1000 --plain 4   # the 8,000-notebook class
     .venv/bin/python benchmarks/grade_class.py --students 40 --plain 0 --assignments 06-encoder   # one assignment
+    .venv/bin/python benchmarks/grade_class.py --students 40 --plain 0 --rerun 3   # with --cache, then 3 re-runs
 
 The class mixes, per assignment, correct notebooks, realistic bugs (from
 tests/corpus/), untouched stubs and broken files, a quarter each. Plain nbgrader runs
@@ -14,11 +15,16 @@ with the same source notebooks on the subset it can grade (no broken files).
 Two ratios are printed: the class's throughput against plain nbgrader's, and a
 conservative one that charges all of our wall time to the notebooks that have to run
 (broken files cost us almost nothing). Exits 1 if the scores differ.
+
+With ``--rerun N`` the class is graded with ``--cache`` (an empty cache), then N times
+again, unchanged, with the same cache: it prints the median re-run's time as a fraction of
+the first run's, and exits 1 unless every re-run's results folder is byte-identical.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -33,7 +39,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from classroom import Results, load_corpus, make_submission  # noqa: E402
+from classroom import Results, load_corpus, make_submission, tree_digest  # noqa: E402
 
 from autograder.course import find_assignments  # noqa: E402
 
@@ -82,16 +88,33 @@ class MemorySampler(threading.Thread):
             self.peak = max(self.peak, total)
 
 
-def grade_ours(root: Path, out: Path, jobs: int) -> tuple[float, int]:
-    start = time.perf_counter()
+def snapshot_grader(dest: Path, origin: Path = REPO) -> Path:
+    """A copy of the grader in ``origin`` and its source notebooks, which ``python -m autograder``
+    run from ``dest`` uses. The cache keys on both: re-runs from a copy measure the cache, not the
+    edits made to a working tree meanwhile."""
+    for folder in ("autograder", "attention_checks", "solutions"):
+        shutil.copytree(origin / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(origin / "pyproject.toml", dest)
+    return dest
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def grade_ours(root: Path, out: Path, jobs: int, *extra: str, grader: Path = REPO) -> tuple[float, int, float]:
+    """Wall seconds, peak memory, and the CPU seconds of the grader's processes (less inflated
+    than the wall time by other work on the machine)."""
+    start, cpu = time.perf_counter(), _children_cpu()
     process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(root), "--out", str(out),
-                                "--quiet", "--jobs", str(jobs)])
+                                "--quiet", "--jobs", str(jobs), *extra], cwd=grader)
     sampler = MemorySampler(process.pid)
     sampler.start()
     if process.wait():
         sys.exit(f"autograder failed with exit status {process.returncode}")
     sampler.done.set()
-    return time.perf_counter() - start, sampler.peak
+    return time.perf_counter() - start, sampler.peak, _children_cpu() - cpu
 
 
 def grade_plain(root: Path, pairs: list[tuple[str, str]], course: Path) -> tuple[list[float], dict]:
@@ -125,6 +148,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--assignments", nargs="+", default=find_assignments(REPO / "solutions"),
                         help="the assignments of the class (default: all)")
+    parser.add_argument("--rerun", type=int, default=0, metavar="N",
+                        help="grade with --cache, then N times again unchanged: a re-run's cost (default: 0)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
@@ -132,8 +157,13 @@ def main() -> None:
         kinds = build_class(tmp / "class", args.students, args.assignments)
         notebooks = len(kinds)
         valid = sum(kind != "broken" for kind in kinds.values())
-        ours, peak = grade_ours(tmp / "class", tmp / "results", args.jobs)
+        cache = ["--cache", str(tmp / "cache")] if args.rerun else []
+        grader = snapshot_grader(tmp / "grader") if args.rerun else REPO
+        ours, peak, ours_cpu = grade_ours(tmp / "class", tmp / "results", args.jobs, *cache, grader=grader)
         results = Results.read(tmp / "results")
+        reruns = [grade_ours(tmp / "class", tmp / f"rerun-{i}", args.jobs, *cache, grader=grader)
+                  for i in range(args.rerun)]
+        identical = all(tree_digest(tmp / f"rerun-{i}") == tree_digest(tmp / "results") for i in range(args.rerun))
 
         plain_students = {f"student{i:04d}" for i in range(args.plain)}
         pairs = sorted(p for p, kind in kinds.items() if p[0] in plain_students and kind != "broken")
@@ -144,7 +174,16 @@ def main() -> None:
           f"({', '.join(f'{k}: {list(kinds.values()).count(k)}' for k in KINDS)}); {os.cpu_count()} cores")
     print(f"autograder --jobs {args.jobs}: {ours:8.1f} s   {ours_rate:6.2f} notebooks/s   "
           f"{ours / notebooks:6.3f} s per notebook, {ours / valid:6.3f} s per notebook that runs "
-          f"(wall / notebooks)   peak memory {peak / 1024**2:,.0f} MiB (PSS of all its processes)")
+          f"(wall / notebooks)   peak memory {peak / 1024**2:,.0f} MiB (PSS of all its processes)"
+          + ("   with --cache (empty)" if args.rerun else ""))
+    if reruns:
+        wall, cpu = statistics.median(r[0] for r in reruns), statistics.median(r[2] for r in reruns)
+        print(f"unchanged re-run with --cache (median of {len(reruns)}: "
+              f"{', '.join(f'{r[0]:.1f}' for r in reruns)} s): {wall:.1f} s = {wall / ours:.1%} of the first run's "
+              f"{ours:.1f} s; CPU {cpu:.1f} s = {cpu / ours_cpu:.1%} of its {ours_cpu:.1f} s; "
+              f"results byte-identical: {'yes' if identical else 'NO'}")
+        if not identical:
+            sys.exit(1)
     if not pairs:
         return
     plain_median = statistics.median(times)

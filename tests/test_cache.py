@@ -30,6 +30,9 @@ from autograder.results import NotebookResult, _from_json
 from autograder.results import TestResult as CaseResult  # (a Test* name would be collected)
 from classroom import REPO, Results, load_corpus, make_submission, notebook_name, tree_digest
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+import grade_class  # noqa: E402 - its snapshot of the grader
+
 A1, A2 = "01-self-attention", "02-softmax-scaling"  # the cheapest two assignments
 
 # Top level, not under __main__: multiprocessing's spawn runs this file again (as __mp_main__)
@@ -53,10 +56,8 @@ if __name__ == "__main__":
 
 
 def snapshot_grader(dest: Path, origin: Path = REPO) -> Path:
-    """A runnable copy of the grader in ``origin`` (``python -m autograder`` from ``dest`` imports it)."""
-    for package in ("autograder", "attention_checks"):
-        shutil.copytree(origin / package, dest / package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(origin / "pyproject.toml", dest)
+    """A runnable copy of the grader in ``origin``, with the spy beside it."""
+    grade_class.snapshot_grader(dest, origin)
     (dest / "spy.py").write_text(SPY)
     return dest
 
