@@ -118,7 +118,7 @@ def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]
 def engine(address: str | None = None, scheduler_file: Path | None = None):
     """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
     or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
-    reached stops the run before RESULTS is touched."""
+    reached, or has no workers, stops the run before RESULTS is touched."""
     where = address or f"the scheduler in {scheduler_file}"
     try:
         if scheduler_file is not None:
@@ -127,6 +127,13 @@ def engine(address: str | None = None, scheduler_file: Path | None = None):
             client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
     except (OSError, ValueError, asyncio.TimeoutError) as err:
         raise ConnectionError(f"cannot reach the Dask scheduler at {where}: {err}") from err
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)  # a cluster that is still starting
+    except TimeoutError as err:
+        scheduler = client.scheduler.address
+        client.close()
+        raise ConnectionError(f"the Dask scheduler at {scheduler} has no workers after {CONNECT_TIMEOUT} s: "
+                              f"start some with `dask worker {scheduler} --nthreads 1`") from err
 
     def grade(groups: Sequence[Sequence[Submission]], course: Course, options: dict) -> Iterator[Graded]:
         with client:
@@ -140,8 +147,6 @@ def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, cli
 
     ``course`` is the CLI's generated course: its source notebooks go to the workers (only
     the assignments in ``groups``), and it gives the max scores of notebooks that could not run."""
-    if not client.scheduler_info().get("workers"):
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)  # a cluster that is still starting
     assignments = sorted({group[0].assignment for group in groups})
     sources = {str(path.relative_to(course.root / "source")): path.read_bytes()
                for assignment in assignments for path in sorted((course.root / "source" / assignment).rglob("*"))
