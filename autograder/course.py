@@ -122,6 +122,9 @@ class Course:
             c.SandboxedKernelManager.warm = warm_kernels
         c.Execute.timeout = cell_timeout
         c.Execute.interrupt_on_timeout = True
+        # No start and end times in the graded notebooks (RESULTS/autograded/): two gradings
+        # of the same notebook, here or on a cluster's worker, give the same file.
+        c.Execute.record_timing = False
         # The kernel is killed when the notebook is done: it has nothing to save, and its
         # sandbox is emptied next anyway (a polite shutdown costs a tenth of a second).
         c.Execute.shutdown_kernel = "immediate"
