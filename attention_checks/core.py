@@ -210,8 +210,14 @@ def _where(error: BaseException) -> str:
     return ""
 
 
+def is_stub(error: BaseException) -> bool:
+    """The notebook's untouched ``raise NotImplementedError()``, not PyTorch's NotImplementedError
+    for an operation it lacks (``"bitwise_or_cpu" not implemented for 'Float'``), which is a crash."""
+    return isinstance(error, NotImplementedError) and not str(error)
+
+
 def describe_error(error: BaseException) -> str:
-    if isinstance(error, NotImplementedError):
+    if is_stub(error):
         return "not implemented yet (raises NotImplementedError)"
     text = f"raised {type(error).__name__}: {error}".strip().rstrip(":")
     line = _where(error)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
 
-from .core import ForbiddenCalls, describe_error, quiet
+from .core import ForbiddenCalls, describe_error, is_stub, quiet
 from .record import Outcome, publish as publish_record
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: For
         with quiet(), guard:
             value = check.call(student, inputs, spec)
     except Exception as error:  # noqa: BLE001 - student code
-        return Outcome(error=describe_error(error), not_implemented=isinstance(error, NotImplementedError),
+        return Outcome(error=describe_error(error), not_implemented=is_stub(error),
                        modified=_changed(inputs, before))
     return Outcome(value, modified=_changed(inputs, before))
 

@@ -53,11 +53,14 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
     if m:
         hints.append(f"Your einsum subscripts name {m[1]} dimensions, but the tensor has {m[2]}: write the leading "
                      "dimensions as `...`, as in '...ld,...sd->...ls'.")
-    if re.search(r"only supports boolean masks|operator\.invert|bitwise_not", first):
+    # masked_fill, ~, | or & on a float mask ("bitwise_or_cpu" not implemented for 'Float')
+    if re.search(r"only supports boolean masks|operator\.invert|bitwise_not|"
+                 r"bitwise_\w+\" not implemented for '(Float|Double|Half|BFloat16)'", first):
         floats = [n for n in masks if tensors[n].is_floating_point()]
         if floats:
-            hints.append(f"{_listing(floats)} may be a float mask, as here: a float mask is added to the scores "
-                         "(scores + mask); only a boolean mask goes through masked_fill or ~.")
+            what = "a float mask" if len(floats) == 1 else "float masks"
+            hints.append(f"{_listing(floats)} may be {what}, as here: a float mask is added to the scores "
+                         "(scores + mask); only a boolean mask goes through masked_fill, ~, | or &.")
         else:
             hints.append("masked_fill takes a boolean mask (True where to fill) and ~ inverts booleans only: make "
                          "masks with comparisons and logical operators (|, &, ~), not 0/1 numbers.")
