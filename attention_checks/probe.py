@@ -9,8 +9,9 @@ Without a GPU, a device bug (a mask made with ``torch.ones(L, L)``, no ``device=
 inputs that a GPU grader puts on cuda) would pass: ``on_meta`` runs each case that passed once
 more with every tensor on PyTorch's ``meta`` device, whose kernels check devices as CUDA's do (a
 CPU tensor with dimensions may not meet a meta one; a 0-dim CPU scalar may) but hold no data.
-Only what it raised is recorded; the grader decides whether that is a device bug (any other
-failure, such as ``.item()`` on a meta tensor, means nothing).
+Reading a value (``.item()``, ``torch.equal``) gets a made-up one, so the run goes on past
+data-dependent steps. Only what it raised is recorded; the grader decides whether that is a
+device bug (any other failure, such as boolean indexing on a meta tensor, means nothing).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .core import ForbiddenCalls, describe_error, is_stub, quiet
 from .record import Outcome, publish as publish_record
@@ -60,12 +62,28 @@ def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: For
 META = torch.device("meta")
 
 
+class _MadeUpValues(TorchDispatchMode):
+    """Lets code that reads a value from a meta tensor go on: ``.item()``, ``bool(t)`` and
+    ``torch.equal`` answer 0 or False instead of raising. nn.TransformerEncoder itself asks
+    ``torch.equal(mask, causal)``, so without this every case with a mask would stop there,
+    before the student's layers, and their device bugs would go unseen. A made-up value can
+    only pick a branch; what the meta run reports is still a real device-mixing error."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:
+            tensor = args[0]
+            return False if tensor.dtype == torch.bool else 0.0 if tensor.is_floating_point() else 0
+        if func is torch.ops.aten.equal.default:
+            return False
+        return func(*args, **(kwargs or {}))
+
+
 def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: ForbiddenCalls) -> str | None:
     """What the case raised with its tensors (and a class's parameters, which the check's call moves
     to the input's device) on the meta device, or None."""
     inputs = check.build(case).to(META)
     try:
-        with quiet(), guard:
+        with quiet(), guard, _MadeUpValues():
             check.call(student, inputs, check.spec(case))
     except Exception as error:  # noqa: BLE001 - student code, or a data-dependent step meta cannot run
         return describe_error(error)

@@ -296,6 +296,23 @@ def test_a_device_bug_fails_without_a_gpu_as_it_would_on_one():
     assert [o.meta_error for o in right.outcomes] == [None] * 3
 
 
+def test_a_device_bug_after_a_read_value_is_still_seen():
+    """nn.TransformerEncoder reads a value (torch.equal(mask, causal)) before its layers run; on
+    meta that raises, and the device bug after it went unseen (an H100 run of 08's corpus found
+    it). The meta run answers such reads with made-up values and goes on to the bug."""
+    def reads_values_first(query, key, value, **kwargs):
+        finite = int(torch.isfinite(query).sum())  # .item()
+        unchanged = torch.equal(key, key.clone())  # aten.equal, which meta does not implement
+        assert finite >= 0 and unchanged in (True, False)
+        return _sdpa_causal_on_cpu(query, key, value, **kwargs)
+
+    probed = probe_all(SDPA, reads_values_first, SMALL, CPU)
+    assert [o.error for o in probed.outcomes] == [None] * 3
+    assert [o.meta_error is not None for o in probed.outcomes] == [False, False, True]
+    assert "is not on the expected device" in probed.outcomes[2].meta_error
+    assert judge_records(SDPA, _recorded(SDPA, reads_values_first, SMALL), SMALL, points=3).score == 2
+
+
 def test_failures_on_meta_that_are_no_device_bug_change_nothing():
     """Code that needs data (.item(), printing values, boolean indexing) cannot run on meta, and a
     0-dim CPU tensor may meet cuda tensors (masked_fill's value, a scale): never a failure."""
