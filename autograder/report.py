@@ -15,6 +15,7 @@ import os
 import shutil
 from dataclasses import replace
 from itertools import groupby
+from math import fsum
 from pathlib import Path
 
 from .results import NotebookResult, worst_status
@@ -90,9 +91,9 @@ def grades_csv(results: list[NotebookResult]) -> str:
         group = list(group)
         reasons = [r.reason if len(group) == 1 else f"{r.notebook}: {r.reason}" for r in group if r.reason]
         writer.writerow([student_id, assignment,
-                         _number(sum(r.score for r in group)), _number(sum(r.max_score for r in group)),
+                         _number(fsum(r.score for r in group)), _number(fsum(r.max_score for r in group)),
                          worst_status(r.status for r in group), "; ".join(reasons),
-                         _number(sum(r.written_points for r in group)), _number(sum(r.to_grade_by_hand for r in group))])
+                         _number(fsum(r.written_points for r in group)), _number(fsum(r.to_grade_by_hand for r in group))])
     return buffer.getvalue()
 
 

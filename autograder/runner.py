@@ -11,6 +11,7 @@ from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecut
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from itertools import islice
+from math import fsum
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -195,9 +196,11 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
     reason = {"error": f"{died}; the tests that ran still count", "timeout": late}.get(status, sub.note)
     tests = test_results(autograded, scores)
     auto = [t for t in tests if not t.manual]  # written answers count apart: graded by hand
-    return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, sum(t.points for t in auto),
-                          sum(t.max_points for t in auto), tests, reason, autograded=text,
-                          to_grade_by_hand=sum(t.max_points for t in tests if t.manual and t.points is None))
+    # fsum: correctly rounded, so the same on every Python (3.12's sum() compensates, 3.11's does
+    # not: 12.879999999999999 there, 12.88 here, for the same points)
+    return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, fsum(t.points for t in auto),
+                          fsum(t.max_points for t in auto), tests, reason, autograded=text,
+                          to_grade_by_hand=fsum(t.max_points for t in tests if t.manual and t.points is None))
 
 
 def _nbgrader_error(text: str) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import math
 import re
 import shutil
 import subprocess
@@ -165,6 +166,15 @@ def test_one_row_per_student(graded):
     students = {p.name for p in graded.root.iterdir()}
     assert {s for s, _ in graded.results.grades} == students
     assert len(graded.results.grades) == len(students)
+
+
+def test_a_score_is_the_same_sum_on_every_python(graded):
+    """A notebook's score is the correctly rounded sum of its tests' points (math.fsum): Python
+    3.12's sum() compensates and 3.11's does not (12.88 against 12.879999999999999 for one 05
+    student), and results.json must not depend on the grader's Python."""
+    for (student, _), notebook in graded.results.notebooks.items():
+        points = [t["points"] for t in notebook["tests"] if not t.get("manual")]
+        assert notebook["score"] == math.fsum(points), student
 
 
 def test_submissions_are_byte_identical_afterwards(graded):
