@@ -132,7 +132,7 @@ def tally(assignments: list[str], results: Results, show: set[str], prefix: str 
             notebook = results.notebooks.get((prefix + entry.name, assignment))
             if entry.expect != "partial" or notebook is None:
                 continue
-            failing = [t["message"] for t in notebook["tests"] if not t["passed"]]
+            failing = [t["message"] for t in notebook["tests"] if t["passed"] is False]  # not written answers (None)
             messages = [Message.parse(text) for text in failing]
             row.students += 1
             hinted = any(m.hints for m in messages)
