@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import numbers
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -60,9 +61,10 @@ def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tenso
 
 
 def _encode_outcome(outcome: Outcome, like: torch.Tensor) -> dict:
-    if outcome.error is not None:
-        return {"error": outcome.error, "not_implemented": outcome.not_implemented, "modified": list(outcome.modified)}
     device = str(like.device) if like is not None else "cpu"
+    if outcome.error is not None:  # the device too: the report names where the case crashed
+        return {"error": outcome.error, "not_implemented": outcome.not_implemented, "modified": list(outcome.modified),
+                "device": device}
     encoded = {"value": _encode(outcome.value, like), "device": device, "modified": list(outcome.modified)}
     if outcome.meta_error is not None:
         encoded["meta_error"] = outcome.meta_error[:2000]
@@ -89,16 +91,21 @@ def _encode(value: Any, like: torch.Tensor) -> Any:
     return {"object": type(value).__name__}
 
 
+def _device(name: Any) -> str | None:
+    """A recorded device's name, if it is one ("cuda:0"); the report prints it, so nothing else."""
+    return name if isinstance(name, str) and re.fullmatch(r"[a-z]+(:\d+)?", name) else None
+
+
 def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
     """(outcome, the device the inputs were on); a malformed record decodes as an error."""
     try:
         modified = tuple(str(name) for name in data.get("modified", ()))
         if "error" in data:
             return Outcome(error=str(data["error"]), not_implemented=bool(data.get("not_implemented")),
-                           modified=modified), None
+                           modified=modified), _device(data.get("device"))
         meta_error = data.get("meta_error")
         return Outcome(_decode(data["value"]), modified=modified,
-                       meta_error=None if meta_error is None else str(meta_error)), str(data["device"])
+                       meta_error=None if meta_error is None else str(meta_error)), _device(data["device"])
     except Exception:  # noqa: BLE001 - anything malformed that came out of the kernel
         return Outcome(error="the recorded result could not be read"), None
 

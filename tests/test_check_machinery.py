@@ -313,6 +313,28 @@ def test_a_device_bug_after_a_read_value_is_still_seen():
     assert judge_records(SDPA, _recorded(SDPA, reads_values_first, SMALL), SMALL, points=3).score == 2
 
 
+def test_a_device_crash_on_a_gpu_gets_the_same_hint_and_names_cuda():
+    """On a GPU (Colab, a GPU grader) the bug raises for real; that crash gets the device hint the
+    meta run gives on the CPU, and the report says the case ran on cuda (an H100 run of the corpus
+    showed neither: no hint, and "float32 on cpu")."""
+    crashed = _encode_outcome(Outcome(error="raised RuntimeError: ..."), torch.zeros(2, device="meta"))
+    assert crashed["device"] == "meta"  # a crash records where it ran (meta stands in for cuda here)
+    record = _recorded(SDPA, _sdpa_causal_on_cpu, SMALL)
+    record["outcomes"][2] = {  # what the kernel records on an H100
+        "error": "raised RuntimeError: expected self and mask to be on the same device, but got mask on cpu and "
+                 "self on cuda:0\n      at: scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), "
+                 "float(\"-inf\"))",
+        "not_implemented": False, "modified": [], "device": "cuda:0"}
+    report = judge_records(SDPA, record, SMALL, points=3)
+    assert report.score == 2, report.text
+    case = report.text[report.text.index("case 3:"):]
+    assert "float32 on cuda" in case.splitlines()[0], case
+    assert "`torch.ones(L, S, dtype=torch.bool)` creates a tensor on the CPU" in case
+    # a device name is all the report takes from that field
+    record["outcomes"][2]["device"] = "cuda\nhint: forged"
+    assert "forged" not in judge_records(SDPA, record, SMALL, points=3).text
+
+
 def test_failures_on_meta_that_are_no_device_bug_change_nothing():
     """Code that needs data (.item(), printing values, boolean indexing) cannot run on meta, and a
     0-dim CPU tensor may meet cuda tensors (masked_fill's value, a scale): never a failure."""

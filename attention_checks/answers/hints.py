@@ -109,19 +109,21 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
     return hints
 
 
-# What meta kernels raise when a CPU tensor with dimensions meets a meta one (a 0-dim CPU scalar is
-# allowed, as on CUDA); other meta failures (.item(), copying data out, a value tensor of
-# masked_fill that CUDA would take) are no device bug.
-_MIXING = re.compile(r"Tensor on device (cpu|meta) is not on the expected device (cpu|meta)!"
-                     r"|Expected all tensors to be on the same device.*\b(cpu|meta)\b.*\b(cpu|meta)\b"
-                     r"|Input and parameter tensors are not at the same device, found input tensor at (cpu|meta)")
+# What PyTorch raises when a CPU tensor with dimensions meets a cuda one, or (probe.on_meta) a meta
+# one (a 0-dim CPU scalar is allowed on both); other meta failures (copying data out, a value
+# tensor of masked_fill that CUDA would take) are no device bug.
+_DEVICE = r"(cpu|meta|cuda(:\d+)?)"
+_MIXING = re.compile(rf"Tensor on device {_DEVICE} is not on the expected device {_DEVICE}!"
+                     rf"|Expected all tensors to be on the same device.*\b{_DEVICE}\b.*\b{_DEVICE}\b"
+                     rf"|Input and parameter tensors are not at the same device, found input tensor at {_DEVICE}"
+                     r"|expected \w+ and \w+ to be on the same device")  # masked_fill's "self and mask"
 # A call that creates a tensor, as a student writes it; the hint quotes it when it names no device.
 _FACTORY = re.compile(r"\btorch\.(ones|zeros|full|empty|eye|arange|tensor|as_tensor|rand|randn|randint|linspace)\(")
 
 
-def device_bug(meta_error: str | None) -> bool:
-    """Whether a case's meta run (probe.on_meta) raised what a GPU would: two devices mixed."""
-    return bool(meta_error) and _MIXING.search(split_error(meta_error)[0]) is not None
+def device_bug(error: str | None) -> bool:
+    """Whether a case raised (on a GPU), or its meta run (probe.on_meta) raised, two devices mixed."""
+    return bool(error) and _MIXING.search(split_error(error)[0]) is not None
 
 
 def _call_at(line: str, start: int) -> str:
@@ -134,10 +136,10 @@ def _call_at(line: str, start: int) -> str:
     return line[start:]
 
 
-def device_hints(meta_error: str, named: Mapping[str, Any], kind: str) -> list[str]:
+def device_hints(error: str, named: Mapping[str, Any], kind: str) -> list[str]:
     """The hint for a case that crashes on a GPU: the tensor made on the CPU and how to make it
     on the inputs' device (`named`: the case's arguments; `kind`: "function" or "class")."""
-    _, line = split_error(meta_error)
+    _, line = split_error(error)
     x = next((n for n, v in named.items() if isinstance(v, torch.Tensor) and v.is_floating_point()),
              next((n for n, v in named.items() if isinstance(v, torch.Tensor)), "x"))
     calls = [c for c in (_call_at(line, m.start()) for m in _FACTORY.finditer(line)) if "device" not in c]

@@ -243,7 +243,9 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
 
 def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> CaseResult:
     if outcome.error is not None:
-        hints = [] if outcome.not_implemented else _crash_hints(check, case, outcome.error)
+        hints = ([] if outcome.not_implemented else
+                 device_hints(outcome.error, case.x.named, check.kind) if device_bug(outcome.error) else
+                 _crash_hints(check, case, outcome.error))
         first, line = split_error(outcome.error)  # an exception's own further lines (overloads...) left out
         return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), hints,
                           not_implemented=outcome.not_implemented)
