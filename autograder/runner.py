@@ -89,8 +89,9 @@ def _check_cell_count(notebook, release_cells: dict) -> None:
 def _check_is_this_assignment(notebook, release_cells: dict) -> None:
     """A notebook with none of the assignment's solution or test cells is another notebook
     (every notebook has a setup cell), not an empty answer."""
-    own = {grade_id for grade_id, cell in release_cells.items()
-           if cell.metadata["nbgrader"].get("solution") or cell.metadata["nbgrader"].get("grade")}
+    # code cells only: every notebook's written answer is released as the same "YOUR ANSWER HERE"
+    own = {grade_id for grade_id, cell in release_cells.items() if cell.cell_type == "code"
+           and (cell.metadata["nbgrader"].get("solution") or cell.metadata["nbgrader"].get("grade"))}
     if not any(identify(cell, set(release_cells), release_cells) in own for cell in notebook.cells):
         raise ValueError("none of this assignment's cells are in the notebook: is it the notebook of "
                          "another assignment, or a new notebook?")

@@ -45,7 +45,7 @@ def _buggy(**change):
         scores = query @ key.transpose(-2, -1)
         scores = (scores + attn_mask) * s if change.get("mask_before_scale") else scores * s
         if is_causal:
-            keep = torch.ones(L, S, dtype=torch.bool).tril(change.get("diagonal", 0))
+            keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril(change.get("diagonal", 0))
             keep = keep.T.contiguous() if change.get("flip") and L == S else keep
             scores = scores.masked_fill(~keep, float("-inf"))
         if attn_mask is not None and attn_mask.dtype == torch.bool:
