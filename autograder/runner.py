@@ -62,7 +62,8 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             if outcome["success"]:
                 results[sub.notebook] = _read_result(course, sub)
             else:
-                reason = _nbgrader_error(outcome.get("error") or outcome.get("log") or "nbgrader failed")
+                reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")]))
+                                         or "nbgrader failed")
                 results[sub.notebook] = NotebookResult(
                     student_id, assignment, sub.notebook, "error", 0.0,
                     course.max_score(assignment, sub.notebook), reason=f"autograde failed: {reason}")
@@ -206,7 +207,9 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
 
 def _nbgrader_error(text: str) -> str:
     """What went wrong, from nbgrader's log: its last exception line ('TypeError: ...'), not
-    its closing words ('Please see the above traceback', which no one sees)."""
+    its closing words ('Please see the above traceback', which no one sees, also raised as an
+    NbGraderException)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception|Exit|Interrupt)\b", line)]
+    errors = [line for line in lines if re.match(r"[\w.]*(Error|Exception|Exit|Interrupt)\b", line)
+              and "NbGraderException" not in line]
     return (errors or lines or [text])[-1]

@@ -228,6 +228,10 @@ def test_an_nbgrader_failure_is_reported_by_its_error_not_its_closing_words():
            "[ERROR] Please see the the above traceback for details on the specific errors on the above failures.\n")
     assert _nbgrader_error(log) == "TypeError: unhashable type: 'list'"
     assert _nbgrader_error("[ERROR] something odd\n") == "[ERROR] something odd"
+    # the API's "error" is the traceback of nbgrader's own NbGraderException, after the log
+    raised = ("Traceback (most recent call last):\n  File \"utils.py\", line 542\nnbgrader.converters.base."
+              "NbGraderException: Please see the the above traceback for details\n")
+    assert _nbgrader_error(log + raised) == "TypeError: unhashable type: 'list'"
 
 
 def test_the_package_map_lists_every_module():
