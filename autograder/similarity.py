@@ -1,0 +1,212 @@
+"""Pairwise similarity of the students' own code in one assignment: ``python -m autograder similarity``.
+
+Each student's own code is the code cells they wrote: the solution cells and the cells they
+added, never the test cells or the locked cells of the release notebook (setup, instructions).
+The released starter code (every code cell of the release notebook: signatures, docstrings,
+``raise NotImplementedError()``) is boilerplate: copydetect (a maintained implementation of
+MOSS's winnowing, https://github.com/blingenf/copydetect) drops its fingerprints, so students
+who share only the starter code share nothing. copydetect tokenises the code first (names
+become one symbol, comments and whitespace go), so renamed variables, added comments and
+reordered functions still match.
+
+The report is one self-contained HTML file (no script, no network: it opens offline, and what
+students wrote is escaped, never run): the pairs ranked by similarity, and for the closest
+pairs both students' code side by side with the matching lines marked. A CSV beside it lists
+every pair. Similarity is evidence for a person to look at, never a verdict.
+"""
+from __future__ import annotations
+
+import html
+import io
+import sys
+import tempfile
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import nbformat
+import numpy as np
+from copydetect import CodeFingerprint, compare_files
+from copydetect.defaults import GUARANTEE_THRESHOLD, NOISE_THRESHOLD
+from copydetect.utils import highlight_overlap
+
+from .course import EXERCISES_DIR, find_assignments
+from .submissions import SubmissionsError, find_root, load_notebook, unpack_zip
+
+WINDOW = GUARANTEE_THRESHOLD - NOISE_THRESHOLD + 1  # copydetect's own window from its thresholds
+MARK_START, MARK_END = "\x00", "\x01"  # placeholders around matches, replaced by <mark> after escaping
+
+
+@dataclass
+class Pair:
+    first: str
+    second: str
+    similarity: tuple[float, float]  # the share of each one's own code that matches the other's
+    matched_tokens: int
+    code: tuple[str, str]  # each one's code, matches between MARK_START and MARK_END
+
+    @property
+    def score(self) -> float:
+        """The larger share: a student who copied a classmate's whole solution and added more still ranks high."""
+        return max(self.similarity)
+
+
+def own_code(notebook: nbformat.NotebookNode) -> str:
+    """The code a student wrote: solution cells and added cells (no nbgrader metadata), without
+    test cells, locked cells and IPython's magics and shell lines (not Python to tokenise)."""
+    cells = []
+    for cell in notebook.cells:
+        nbgrader = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not isinstance(nbgrader, dict):
+            continue
+        if nbgrader.get("solution") or not nbgrader.get("grade_id"):
+            lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+            cells.append("\n".join(lines))
+    return "\n\n".join(cells) + "\n"
+
+
+def starter_code(release_dir: Path, assignment: str) -> str:
+    """Every code cell of the assignment's release notebooks: what every student starts from."""
+    notebooks = sorted((release_dir / assignment).glob("*.ipynb"))
+    if not notebooks:
+        raise SubmissionsError(f"no release notebooks of {assignment} in {release_dir}")
+    return "\n\n".join(c.source for path in notebooks for c in nbformat.read(path, 4).cells if c.cell_type == "code")
+
+
+def student_notebooks(folder: Path, assignment: str) -> dict[str, list[Path]]:
+    """student id -> the assignment's notebooks, from a RESULTS folder (its autograded/ notebooks)
+    or a SUBMISSIONS folder (<student>/<assignment>/*.ipynb). Symbolic links are never followed."""
+    root = folder / "autograded" if (folder / "results.json").is_file() else find_root(folder, [assignment])
+    found = {}
+    for student in sorted(root.iterdir()):
+        if student.is_symlink() or not (student / assignment).is_dir() or (student / assignment).is_symlink():
+            continue
+        notebooks = sorted(p for p in (student / assignment).glob("*.ipynb") if p.is_file() and not p.is_symlink())
+        if notebooks:
+            found[student.name] = notebooks
+    return found
+
+
+def _fingerprint(code: str, boilerplate=None, window: int = WINDOW) -> CodeFingerprint:
+    return CodeFingerprint("code.py", NOISE_THRESHOLD, window, boilerplate, language="python", fp=io.StringIO(code))
+
+
+def compare(codes: dict[str, str], starter: str) -> list[Pair]:
+    """Every pair of students, the most similar first."""
+    boilerplate = np.unique(np.array(list(_fingerprint(starter, window=1).hashes)))
+    prints = {student: _fingerprint(code, boilerplate) for student, code in codes.items()}
+    pairs = []
+    for first, second in combinations(sorted(prints), 2):
+        tokens, similarity, slices = compare_files(prints[first], prints[second])
+        marked = tuple(highlight_overlap(prints[s].raw_code, cut, MARK_START, MARK_END)[0] if tokens else prints[s].raw_code
+                       for s, cut in zip((first, second), slices))
+        pairs.append(Pair(first, second, (float(similarity[0]), float(similarity[1])), int(tokens), marked))
+    return sorted(pairs, key=lambda p: (-p.score, -p.matched_tokens, p.first, p.second))
+
+
+def _shown(name: str) -> str:
+    """A student folder name for the page (one that is not UTF-8 is shown with replacement marks)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _code_html(code: str) -> str:
+    escaped = html.escape(_shown(code))
+    return escaped.replace(MARK_START, "<mark>").replace(MARK_END, "</mark>")
+
+
+def html_report(assignment: str, pairs: list[Pair], students: int, detailed: int) -> str:
+    rows = "\n".join(
+        f"<tr><td>{rank}</td><td>{html.escape(_shown(p.first))}</td><td>{html.escape(_shown(p.second))}</td>"
+        f"<td>{p.similarity[0]:.0%}</td><td>{p.similarity[1]:.0%}</td><td>{p.matched_tokens}</td>"
+        + (f"<td><a href='#pair-{rank}'>side by side</a></td>" if rank <= detailed else "<td></td>") + "</tr>"
+        for rank, p in enumerate(pairs, 1))
+    details = "\n".join(
+        f"<section id='pair-{rank}'><h2>{rank}. {html.escape(_shown(p.first))} and {html.escape(_shown(p.second))}: "
+        f"{p.similarity[0]:.0%} and {p.similarity[1]:.0%}</h2>\n<div class='pair'>"
+        f"<div><h3>{html.escape(_shown(p.first))}</h3><pre>{_code_html(p.code[0])}</pre></div>"
+        f"<div><h3>{html.escape(_shown(p.second))}</h3><pre>{_code_html(p.code[1])}</pre></div></div></section>"
+        for rank, p in enumerate(pairs[:detailed], 1))
+    title = html.escape(f"Code similarity: {assignment}")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: .2em .6em; text-align: left; }}
+.pair {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }}
+pre {{ background: #f6f6f6; padding: .6em; overflow-x: auto; font-size: 85%; }}
+mark {{ background: #ffd54f; }}
+</style></head>
+<body><h1>{title}</h1>
+<p>{students} students, {len(pairs)} pairs, ranked by the share of a student's own code (solution cells and
+added cells; starter code, tests and comments left out; names do not matter) that matches the other's.
+The first {detailed} pairs are shown side by side below, matching code <mark>marked</mark>. A high share
+is a reason to look, not a verdict.</p>
+<table><thead><tr><th>#</th><th>student</th><th>student</th><th>of the first's code</th>
+<th>of the second's code</th><th>matching tokens</th><th></th></tr></thead>
+<tbody>
+{rows}
+</tbody></table>
+{details}
+</body></html>
+"""
+
+
+def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXERCISES_DIR,
+               detailed: int = 20) -> list[Pair]:
+    """Compare the students of ``assignment`` in ``folder`` (RESULTS or SUBMISSIONS, a folder or
+    a .zip); writes ``out`` (HTML) and ``out`` with .csv (every pair); returns the ranked pairs."""
+    from .lms import write_csv
+
+    if assignment not in find_assignments(release_dir):
+        raise SubmissionsError(f"unknown assignment {assignment}; known: {', '.join(find_assignments(release_dir))}")
+    with tempfile.TemporaryDirectory(prefix="autograder-similarity-") as tmp:
+        root = unpack_zip(folder, Path(tmp)) if folder.is_file() else folder
+        codes, unreadable = {}, []
+        for student, notebooks in student_notebooks(root, assignment).items():
+            try:
+                codes[student] = "\n\n".join(own_code(load_notebook(path)) for path in notebooks)
+            except (ValueError, OSError) as err:
+                unreadable.append(f"{student}: {err}")
+    for line in unreadable:
+        print(f"left out: {line}", file=sys.stderr)
+    if len(codes) < 2:
+        raise SubmissionsError(f"found {len(codes)} students with {assignment} notebooks in {folder}: "
+                               "nothing to compare (RESULTS, or SUBMISSIONS/<student>/<assignment>/)")
+    pairs = compare(codes, starter_code(release_dir, assignment))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(html_report(assignment, pairs, len(codes), min(detailed, len(pairs))), encoding="utf-8")
+    write_csv(out.with_suffix(".csv"), ["rank", "student", "other_student", "of_student", "of_other", "matching_tokens"],
+              [[rank, _shown(p.first), _shown(p.second), f"{p.similarity[0]:.3f}", f"{p.similarity[1]:.3f}",
+                p.matched_tokens] for rank, p in enumerate(pairs, 1)])
+    return pairs
+
+
+# --------------------------------------------------------------------------
+# command line (registered by cli.py)
+
+
+def add_command(commands) -> None:
+    cmd = commands.add_parser(
+        "similarity", help="rank pairs of students by the similarity of their own code",
+        description="Compare every pair of students' own code in one assignment (solution cells and added "
+                    "cells; the released starter code, tests and comments left out) with copydetect's "
+                    "winnowing, and write an HTML report that opens offline: the pairs ranked, the closest "
+                    "side by side with the matching code marked. OUT with .csv lists every pair.")
+    cmd.add_argument("folder", type=Path, metavar="RESULTS_OR_SUBMISSIONS")
+    cmd.add_argument("--assignment", required=True)
+    cmd.add_argument("--out", type=Path, required=True, metavar="REPORT.html")
+    cmd.add_argument("--release", type=Path, default=EXERCISES_DIR,
+                     help="folder of release notebooks, the starter code (default: %(default)s)")
+    cmd.add_argument("--show", type=int, default=20, metavar="N",
+                     help="pairs shown side by side (default: %(default)s)")
+    cmd.set_defaults(run=_run)
+
+
+def _run(args) -> int:
+    if not args.folder.exists():
+        raise SubmissionsError(f"{args.folder} does not exist")
+    pairs = similarity(args.folder.resolve(), args.assignment, args.out, args.release, args.show)
+    for rank, p in enumerate(pairs[:10], 1):
+        print(f"{rank:3}. {_shown(p.first)} / {_shown(p.second)}: {p.similarity[0]:.0%} / {p.similarity[1]:.0%}")
+    print(f"compared {len(pairs)} pairs -> {args.out}")
+    return 0
