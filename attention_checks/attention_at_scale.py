@@ -1,0 +1,280 @@
+"""Checks for assignment 09-attention-at-scale: online_softmax, flash_attention, KVCache,
+GroupedQueryAttention and cached decoding with it (inputs only; they are judged by
+attention_checks.answers.attention_at_scale).
+
+A case is a small dict; every key is optional:
+
+    online_softmax:          shape=(3, 10), block_size=4, dtype="float32", std=1.0, seed
+    flash_attention:         batch=(2, 2), L=20, S=None (= L), E=4, Ev=None (= E), block_size=8,
+                             causal=False, dtype="float32", std=1.0, seed
+    KVCache:                 batch=2, heads=2, E=4, steps=(3, 1, 2), dtype="float32", seed
+    GroupedQueryAttention:   batch=2, L=5, d_model=8, num_heads=4, num_kv_heads=2, dtype="float32", seed
+    cached_decoding:         the GroupedQueryAttention keys, and steps=(3, 1, 2) (L = their sum)
+
+`batch` of flash_attention holds the leading dims, e.g. (2, 2) for (B, H) or (3,). `std` scales the
+inputs: a large one gives scores in the hundreds, which overflow exp() unless the maximum is
+subtracted. `steps` are the lengths of the chunks fed one after the other (a prompt, then tokens).
+
+Streaming is checked, not only values: the check runs the student's code under ``Footprint``, a
+dispatch mode that sees every tensor the code makes (shapes only). online_softmax may reduce over
+one block at a time (a reduction over a whole row raises ``NotStreamed``); flash_attention may
+make no tensor larger than its inputs, its output or one (block, block) tile of scores per
+(batch, head) (the whole score matrix, or a whole row of blocks, raises ``NotBlockwise``). Both
+are errors of the case, so that such a case earns nothing, and the grader reads their message.
+
+cached_decoding runs the student's GroupedQueryAttention on the chunks one after the other with a
+cache of the course's (``GivenKVCache``), and returns every chunk's output, concatenated, and the
+keys the cache holds at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .core import as_dtype, describe, randn
+from .modules import build_student_module, load_student_module
+from .qkv import FORBIDDEN_SDPA
+from .registry import Check, Inputs, Spec, declare
+from .softmax_scaling import FORBIDDEN_SOFTMAX
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------------
+# what the student's code makes: shapes only
+
+
+# aten reductions, by overload packet name: the extent of one is numel(input) / numel(output)
+REDUCTIONS = {"amax", "amin", "max", "min", "sum", "nansum", "mean", "logsumexp", "prod", "argmax", "argmin",
+              "aminmax", "std", "var", "linalg_vector_norm", "norm"}
+
+
+class Footprint(TorchDispatchMode):
+    """Records the largest tensor an operation made (its number of elements and shape) and the
+    largest reduction (how many elements went into one output element, and the operation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest, self.largest_shape = 0, ()
+        self.reduced, self.reduced_by = 1, ""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        first = out[0] if isinstance(out, (tuple, list)) and out else out
+        if isinstance(first, Tensor):
+            if first.numel() > self.largest:
+                self.largest, self.largest_shape = first.numel(), tuple(first.shape)
+            name = func.overloadpacket.__name__
+            if name in REDUCTIONS and args and isinstance(args[0], Tensor) and args[0].numel() > first.numel():
+                extent = args[0].numel() // max(first.numel(), 1)
+                if extent > self.reduced:
+                    self.reduced, self.reduced_by = extent, name
+        return out
+
+
+class NotStreamed(RuntimeError):
+    """online_softmax reduced over more than one block at once."""
+
+
+class NotBlockwise(RuntimeError):
+    """flash_attention made a tensor bigger than a tile of scores, its inputs and its output."""
+
+
+def blocks(n: int, block_size: int) -> int:
+    return -(-n // block_size)  # ceil(n / block_size)
+
+
+# --------------------------------------------------------------------------
+# online_softmax
+
+
+def _softmax_inputs(c: Spec, gen: torch.Generator) -> Inputs:
+    x = randn(*c["shape"], gen=gen, dtype=as_dtype(c["dtype"]), std=c["std"])  # (..., N)
+    return Inputs(dict(x=x, block_size=c["block_size"]))
+
+
+def _softmax_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
+    x, block_size = inputs.args["x"], inputs.args["block_size"]
+    with Footprint() as seen:
+        out = fn(x, block_size)
+    N = x.shape[-1]
+    allowed = max(block_size, blocks(N, block_size))  # one block, or one statistic per block
+    if seen.reduced > allowed:
+        raise NotStreamed(f"your code reduces {seen.reduced} numbers at once ({seen.reduced_by}), but a "
+                          f"stream of blocks of {block_size} never holds more than one block of a row of {N}")
+    return out
+
+
+def _softmax_describe(inputs: Inputs, spec: Spec) -> str:
+    big = ", entries of magnitude 1e3" if spec["std"] >= 100 else ""
+    return describe(inputs.named, like=inputs.like) + big
+
+
+check_online_softmax = declare(Check(
+    name="online_softmax", assignment="09-attention-at-scale",
+    defaults=dict(shape=(3, 10), block_size=4, dtype="float32", std=1.0),
+    inputs=_softmax_inputs, call=_softmax_call, describe=_softmax_describe, forbidden=FORBIDDEN_SOFTMAX,
+))
+
+
+# --------------------------------------------------------------------------
+# flash_attention
+
+
+def _flash_inputs(c: Spec, gen: torch.Generator) -> Inputs:
+    dtype, batch, L, E = as_dtype(c["dtype"]), tuple(c["batch"]), c["L"], c["E"]
+    S, Ev = c["S"] or L, c["Ev"] or E
+    q = randn(*batch, L, E, gen=gen, dtype=dtype, std=c["std"])  # (..., L, E)
+    k = randn(*batch, S, E, gen=gen, dtype=dtype, std=c["std"])  # (..., S, E)
+    v = randn(*batch, S, Ev, gen=gen, dtype=dtype)  # (..., S, Ev)
+    return Inputs(dict(q=q, k=k, v=v, block_size=c["block_size"]), dict(causal=c["causal"]))
+
+
+def tile_budget(q: Tensor, k: Tensor, v: Tensor, block_size: int) -> int:
+    """The most elements a tensor of a block-by-block attention needs: the inputs and the output
+    (padded to whole blocks), or one (block, block) tile of scores per (batch, head)."""
+    *lead, L, E = q.shape
+    S, Ev = k.shape[-2], v.shape[-1]
+    rows = max(blocks(L, block_size), blocks(S, block_size)) * block_size
+    return math.prod(lead) * max(rows * max(E, Ev), block_size * block_size)
+
+
+def _flash_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
+    q, k, v, block_size = inputs.args.values()
+    with Footprint() as seen:
+        out = fn(q, k, v, block_size, **inputs.kwargs)
+    if seen.largest > tile_budget(q, k, v, block_size):
+        raise NotBlockwise(f"your code made a tensor of shape {seen.largest_shape}, more than block by block "
+                           f"needs: at most one ({block_size}, {block_size}) tile of scores per (batch, head) "
+                           "besides the inputs and the output")
+    return out
+
+
+check_flash_attention = declare(Check(
+    name="flash_attention", assignment="09-attention-at-scale",
+    defaults=dict(batch=(2, 2), L=20, S=None, E=4, Ev=None, block_size=8, causal=False, dtype="float32",
+                  std=1.0),
+    inputs=_flash_inputs, call=_flash_call, describe=_softmax_describe, forbidden=FORBIDDEN_SDPA,
+))
+
+
+# --------------------------------------------------------------------------
+# KVCache
+
+
+def _cache_inputs(c: Spec, gen: torch.Generator) -> Inputs:
+    dtype, B, H, E = as_dtype(c["dtype"]), c["batch"], c["heads"], c["E"]
+    chunks = {}
+    for i, t in enumerate(c["steps"]):
+        chunks[f"k{i}"] = randn(B, H, t, E, gen=gen, dtype=dtype)  # (B, H, t, E)
+        chunks[f"v{i}"] = randn(B, H, t, E, gen=gen, dtype=dtype)
+    return Inputs(chunks, note=f"(updates of {', '.join(map(str, c['steps']))} positions)")
+
+
+def _cache_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
+    cache = cls()
+    lengths, keys, values = [len(cache)], [], []
+    for i in range(len(spec["steps"])):
+        k_all, v_all = cache.update(inputs.args[f"k{i}"], inputs.args[f"v{i}"])
+        keys.append(k_all)
+        values.append(v_all)
+        lengths.append(len(cache))
+    # every update's answer, one after the other along the positions
+    return torch.cat(keys, dim=-2), torch.cat(values, dim=-2), [int(n) for n in lengths]
+
+
+def _cache_describe(inputs: Inputs, spec: Spec) -> str:
+    k0 = inputs.args["k0"]
+    return (f"keys and values (B={k0.shape[0]}, H={k0.shape[1]}, t, E={k0.shape[-1]}) {inputs.note}; "
+            f"{str(k0.dtype).removeprefix('torch.')} on <device>")
+
+
+check_kv_cache = declare(Check(
+    name="KVCache", assignment="09-attention-at-scale",
+    defaults=dict(batch=2, heads=2, E=4, steps=(3, 1, 2), dtype="float32"),
+    inputs=_cache_inputs, outputs=("keys", "values", "lengths"), call=_cache_call, describe=_cache_describe,
+    kind="class",
+))
+
+
+# --------------------------------------------------------------------------
+# GroupedQueryAttention
+
+
+GQA_NAMES = "w_q, w_k, w_v, w_o"
+GQA_DEFAULTS = dict(batch=2, L=5, d_model=8, num_heads=4, num_kv_heads=2, dtype="float32")
+
+
+def gqa_state(c: Spec, gen: torch.Generator, dtype: torch.dtype) -> dict[str, Tensor]:
+    """Random weights of the four projections, as nn.Linear(..., bias=False) holds them (out, in)."""
+    d, kv = c["d_model"], c["num_kv_heads"] * (c["d_model"] // c["num_heads"])
+    shapes = dict(w_q=(d, d), w_k=(kv, d), w_v=(kv, d), w_o=(d, d))
+    return {f"{name}.weight": randn(*shape, gen=gen, dtype=dtype, std=d ** -0.5) for name, shape in shapes.items()}
+
+
+def _gqa_inputs(c: Spec, gen: torch.Generator) -> Inputs:
+    dtype = as_dtype(c["dtype"])
+    if c["d_model"] % c["num_heads"] or c["num_heads"] % c["num_kv_heads"]:
+        raise ValueError("d_model must be a multiple of num_heads, num_heads of num_kv_heads")
+    L = sum(c["steps"]) if "steps" in c else c["L"]
+    x = randn(c["batch"], L, c["d_model"], gen=gen, dtype=dtype)  # (B, L, d_model)
+    init = (c["d_model"], c["num_heads"], c["num_kv_heads"])
+    note = f"({c['num_heads']} query heads, {c['num_kv_heads']} key/value heads"
+    note += f"; chunks of {', '.join(map(str, c['steps']))} tokens)" if "steps" in c else ")"
+    return Inputs(dict(x=x), extra=dict(init=init, state=gqa_state(c, gen, dtype)), note=note)
+
+
+def _loaded_module(cls: Any, inputs: Inputs):
+    module = build_student_module(cls, inputs.extra["init"])
+    what = cls.__name__ if isinstance(cls, type) else "module"
+    return load_student_module(module, inputs.extra["state"], what, GQA_NAMES)
+
+
+def _gqa_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
+    return _loaded_module(cls, inputs)(inputs.args["x"])
+
+
+check_grouped_query_attention = declare(Check(
+    name="GroupedQueryAttention", assignment="09-attention-at-scale", defaults=GQA_DEFAULTS,
+    inputs=_gqa_inputs, call=_gqa_call, kind="class", forbidden=FORBIDDEN_SDPA,
+))
+
+
+# --------------------------------------------------------------------------
+# cached decoding: the same module, fed chunk by chunk with a cache
+
+
+class GivenKVCache:
+    """A correct cache, handed to the student's module (so that this check depends on the
+    module only): keys and values (B, kv heads, positions, head_dim), None while empty."""
+
+    def __init__(self):
+        self.keys = self.values = None
+
+    def __len__(self):
+        return 0 if self.keys is None else self.keys.shape[-2]
+
+    def update(self, k, v):
+        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=-2)
+        self.values = v if self.values is None else torch.cat([self.values, v], dim=-2)
+        return self.keys, self.values
+
+
+def _decoding_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
+    module, x, cache = _loaded_module(cls, inputs), inputs.args["x"], GivenKVCache()
+    outputs, start = [], 0
+    for t in spec["steps"]:
+        outputs.append(module(x[:, start:start + t], cache))  # (B, t, d_model)
+        start += t
+    return torch.cat(outputs, dim=1), cache.keys
+
+
+check_cached_decoding = declare(Check(
+    name="cached_decoding", assignment="09-attention-at-scale", defaults=dict(GQA_DEFAULTS, steps=(3, 1, 2)),
+    inputs=_gqa_inputs, outputs=("output", "cached_keys"), call=_decoding_call, kind="class",
+    forbidden=FORBIDDEN_SDPA,
+))
