@@ -27,10 +27,9 @@ from attention_checks.answers.judging import judge_records
 from attention_checks.core import CheckFailed, PartialCredit
 from attention_checks.record import MIME
 
+from .results import executor_error, observed
 from .scanner import SourceScanner, StudentObject
 
-# Errors the executor writes into a cell (not the student's): they stay in the outputs.
-EXECUTOR_ERRORS = {"CellTimeoutError", "DeadKernelError"}
 
 
 def _nbgrader(cell) -> dict:
@@ -119,7 +118,9 @@ class JudgeTests(NbGraderPreprocessor):
         return nb, resources
 
     def judge(self, cell, scanner: SourceScanner) -> list:
-        kept = [o for o in cell.outputs if o.output_type == "error" and o.get("ename") in EXECUTOR_ERRORS]
+        # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own note:
+        # an error output the kernel made, whatever its name, is not kept
+        kept = [executor_error(observed(cell))] if observed(cell) else []
         records = [o.data[MIME] for o in cell.outputs
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, outputs = io.StringIO(), []

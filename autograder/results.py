@@ -125,26 +125,40 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
     return results
 
 
-def _executor_errors(autograded: nbformat.NotebookNode, ename: str) -> list:
-    return [output for cell in autograded.cells if cell.cell_type == "code"
-            for output in cell.outputs if output.get("ename") == ename]
-
-
-# What the executor writes into the first cell it does not run once the notebook's time is up.
+# What the grader itself observed while running a notebook, written by the executor
+# (autograder.sandbox.SandboxedExecute) into the metadata of the cell where it happened:
+# event -> (the error shown in that cell, the notebook's status, the notebook's reason). Never
+# read from the cells' outputs, which the kernel writes: a student's exception named
+# CellTimeoutError or DeadKernelError is the student's error, nothing more.
+OBSERVED = "autograder_observed"
 NOTEBOOK_TIMEOUT = "the notebook ran past its time limit (--notebook-timeout): this cell and the ones after it did not run"
+DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
+EVENTS = {
+    "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", "timeout",
+                     "a cell ran past the time limit and was interrupted"),
+    "notebook_timeout": ("CellTimeoutError", NOTEBOOK_TIMEOUT, "timeout",
+                         "the notebook ran past its time limit; the cells after that did not run"),
+    "dead_kernel": ("DeadKernelError", DEAD_KERNEL, "error", DEAD_KERNEL),
+}
 
 
-def timed_out(autograded: nbformat.NotebookNode) -> str:
-    """Why a time limit cut the run short ('' when none did)."""
-    timeouts = [output.get("evalue") for output in _executor_errors(autograded, "CellTimeoutError")]
-    if not timeouts:
-        return ""
-    if NOTEBOOK_TIMEOUT in timeouts:
-        return "the notebook ran past its time limit; the cells after that did not run"
-    return "a cell ran past the time limit and was interrupted"
+def observed(cell) -> str | None:
+    """The event the executor observed in this cell, if any."""
+    event = cell.get("metadata", {}).get(OBSERVED)
+    return event if event in EVENTS else None
 
 
-def kernel_died(autograded: nbformat.NotebookNode) -> str:
-    """Why the kernel died during the run ('' when it did not)."""
-    died = _executor_errors(autograded, "DeadKernelError")
-    return died[0].get("evalue", "the kernel died") if died else ""
+def executor_error(event: str):
+    """The error output the executor shows in the cell where ``event`` happened."""
+    ename, evalue = EVENTS[event][:2]
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
+def observed_status(autograded: nbformat.NotebookNode) -> tuple[str, str]:
+    """(status, reason) from what the executor observed: the worst event's, ("ok", "") if none."""
+    events = [e for e in map(observed, autograded.cells) if e]
+    if not events:
+        return "ok", ""
+    worst = max(events, key=lambda e: STATUS_ORDER.index(EVENTS[e][2]))
+    status, reason = EVENTS[worst][2:]
+    return status, reason + ("; the tests that ran still count" if status == "error" else "")

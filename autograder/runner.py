@@ -21,7 +21,7 @@ from nbgrader.api import Gradebook
 
 from .course import COURSE_ID, Course, nbgrader_id
 from .rebuild import identify
-from .results import NotebookResult, kernel_died, test_results, timed_out
+from .results import NotebookResult, observed_status, test_results
 from .submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
@@ -193,9 +193,9 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
     path = course.path("autograded", sub.student_id, sub.assignment) / f"{sub.notebook}.ipynb"
     text = path.read_text(encoding="utf-8")  # kept for formgrader (RESULTS/autograded/)
     autograded = nbformat.reads(text, as_version=4)
-    died, late = kernel_died(autograded), timed_out(autograded)
-    status = "error" if died else "timeout" if late else "ok"
-    reason = {"error": f"{died}; the tests that ran still count", "timeout": late}.get(status, sub.note)
+    # the status is what the executor observed (a timeout, a dead kernel), never what a cell printed
+    status, reason = observed_status(autograded)
+    reason = reason or sub.note
     tests = test_results(autograded, scores)
     auto = [t for t in tests if not t.manual]  # written answers count apart: graded by hand
     # fsum: correctly rounded, so the same on every Python (3.12's sum() compensates, 3.11's does

@@ -41,14 +41,13 @@ from traitlets import Bool, Integer, Type, Unicode
 from attention_checks.record import MIME, RECORD_VARIABLE
 
 from .feedback import HideHiddenTests
-from .results import NOTEBOOK_TIMEOUT
+from .results import OBSERVED, executor_error
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 ANSWERS_DIR = CHECKS_DIR / "answers"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
-DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
@@ -461,6 +460,8 @@ class SandboxedExecute(Execute):
     max_record_bytes = Integer(64 * 1024**2, help="check records kept per notebook").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
+        for cell in nb.cells:  # only what this run observes is noted (RebuildFromSource leaves none)
+            cell.get("metadata", {}).pop(OBSERVED, None)
         self._deadline = time.monotonic() + self.notebook_timeout
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
         self._after_hidden, self._interrupted = False, False
@@ -475,8 +476,7 @@ class SandboxedExecute(Execute):
             return cell, resources
         if time.monotonic() >= self._deadline:
             self._stopped = True
-            cell.outputs.append(_error("CellTimeoutError", NOTEBOOK_TIMEOUT))
-            return cell, resources
+            return self._observe(cell, "notebook_timeout"), resources
         test = _is_test(cell)
         self._after_hidden = self._after_hidden or (test and HideHiddenTests.begin.default_value in cell.source)
         self._interrupted = False
@@ -485,10 +485,18 @@ class SandboxedExecute(Execute):
             return self.execute_cell(cell, index, store_history=not test), self.resources
         except DeadKernelError:
             self._stopped = True
-            cell.outputs.append(_error("DeadKernelError", DEAD_KERNEL))
+            self._observe(cell, "dead_kernel")
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
-            cell.outputs.append(_error("CellTimeoutError", "the cell did not finish in time"))
+            self._observe(cell, "cell_timeout")
         return cell, resources
+
+    @staticmethod
+    def _observe(cell, event: str):
+        """Note what the grader saw happen in ``cell`` (the notebook's status is read from these
+        notes, never from the outputs, which the kernel writes), and show it there."""
+        cell.metadata[OBSERVED] = event
+        cell.outputs.append(executor_error(event))
+        return cell
 
     def process_message(self, msg, cell, cell_index):
         if not self._after_hidden or msg["msg_type"] in ("status", "execute_input"):
@@ -530,6 +538,3 @@ class SandboxedExecute(Execute):
                 outs.append(new_output("stream", name="stdout", text=f"\n[output cut: more than {limit} bytes]\n"))
         return None if over else super().output(outs, msg, display_id, cell_index)
 
-
-def _error(ename: str, evalue: str):
-    return new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
