@@ -67,6 +67,51 @@ def find_assignments(source_dir: Path) -> list[str]:
     return sorted(d.name for d in source_dir.iterdir() if d.is_dir() and any(d.glob("*.ipynb")))
 
 
+def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 300,
+                   memory_limit: int = 4 * 1024**3, sandbox: bool = True, warm_kernels: bool = True) -> Config:
+    """nbgrader's pipelines as this course grades: each submission rebuilt on the source notebook,
+    run in a sandboxed kernel, judged outside it, its feedback without the hidden tests. ``root``:
+    the nbgrader course folder (with source/ and release/). Course uses it, and so does the
+    nbgrader_config.py shipped for an instructor's own nbgrader (nbgrader/nbgrader_config.py)."""
+    c = Config()
+    # A cell that runs too long is interrupted and marked as an error,
+    # and the rest of the notebook still runs.
+    # Each submission is first rebuilt on the source notebook (tampered test
+    # cells and metadata have no effect), then run in a sandboxed kernel.
+    # The rebuilt notebook's nbgrader metadata is the source's, which generate_assignment
+    # validated: nbgrader's CheckCellMetadata (run before and after execution, a tenth of
+    # the grader's time per notebook) would only validate it again. A throwaway course
+    # has no due dates, so no late penalties either.
+    c.RebuildFromSource.course_root = str(root)
+    c.Autograde.sanitize_preprocessors = [RebuildFromSource, *without(Autograde.sanitize_preprocessors,
+                                                                      CheckCellMetadata)]
+    # After execution, the grader's own verdict replaces each test cell's outputs.
+    autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)
+    at = autograde.index(Execute)
+    c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
+    c.Autograde.exporter_class = AutogradeExporter
+    c.SandboxedExecute.notebook_timeout = notebook_timeout
+    if sandbox:
+        c.Execute.kernel_manager_class = SandboxedKernelManager
+        c.SandboxedKernelManager.memory_limit = memory_limit
+        c.SandboxedKernelManager.work_root = str(root)
+        c.SandboxedKernelManager.warm = warm_kernels
+    c.Execute.timeout = cell_timeout
+    c.Execute.interrupt_on_timeout = True
+    # No start and end times in the graded notebooks (RESULTS/autograded/): two gradings
+    # of the same notebook, here or on a cluster's worker, give the same file.
+    c.Execute.record_timing = False
+    # The kernel is killed when the notebook is done: it has nothing to save, and its
+    # sandbox is emptied next anyway (a polite shutdown costs a tenth of a second).
+    c.Execute.shutdown_kernel = "immediate"
+    # nbgrader's default, plus a quiet kernel (its log would land on our stderr).
+    c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+    # Students see their failures and partial credit, never the hidden tests' source.
+    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    c.GenerateFeedback.exporter_class = FeedbackExporter
+    return c
+
+
 class Course:
     """An nbgrader course rooted at ``root``, with the assignments of ``source_dir``."""
 
@@ -93,46 +138,11 @@ class Course:
 
     def _config(self, cell_timeout: int, notebook_timeout: int, memory_limit: int, sandbox: bool,
                 warm_kernels: bool) -> Config:
-        c = Config()
+        c = grading_config(self.root, cell_timeout, notebook_timeout, memory_limit, sandbox, warm_kernels)
         c.CourseDirectory.root = str(self.root)
         c.CourseDirectory.course_id = COURSE_ID
         c.CourseDirectory.db_url = self.db_url
         c.CourseDirectory.ignore = IGNORED
-        # A cell that runs too long is interrupted and marked as an error,
-        # and the rest of the notebook still runs.
-        # Each submission is first rebuilt on the source notebook (tampered test
-        # cells and metadata have no effect), then run in a sandboxed kernel.
-        # The rebuilt notebook's nbgrader metadata is the source's, which generate_assignment
-        # validated: nbgrader's CheckCellMetadata (run before and after execution, a tenth of
-        # the grader's time per notebook) would only validate it again. A throwaway course
-        # has no due dates, so no late penalties either.
-        c.RebuildFromSource.course_root = str(self.root)
-        c.Autograde.sanitize_preprocessors = [RebuildFromSource, *without(Autograde.sanitize_preprocessors,
-                                                                          CheckCellMetadata)]
-        # After execution, the grader's own verdict replaces each test cell's outputs.
-        autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)
-        at = autograde.index(Execute)
-        c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
-        c.Autograde.exporter_class = AutogradeExporter
-        c.SandboxedExecute.notebook_timeout = notebook_timeout
-        if sandbox:
-            c.Execute.kernel_manager_class = SandboxedKernelManager
-            c.SandboxedKernelManager.memory_limit = memory_limit
-            c.SandboxedKernelManager.work_root = str(self.root)
-            c.SandboxedKernelManager.warm = warm_kernels
-        c.Execute.timeout = cell_timeout
-        c.Execute.interrupt_on_timeout = True
-        # No start and end times in the graded notebooks (RESULTS/autograded/): two gradings
-        # of the same notebook, here or on a cluster's worker, give the same file.
-        c.Execute.record_timing = False
-        # The kernel is killed when the notebook is done: it has nothing to save, and its
-        # sandbox is emptied next anyway (a polite shutdown costs a tenth of a second).
-        c.Execute.shutdown_kernel = "immediate"
-        # nbgrader's default, plus a quiet kernel (its log would land on our stderr).
-        c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
-        # Students see their failures and partial credit, never the hidden tests' source.
-        c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
-        c.GenerateFeedback.exporter_class = FeedbackExporter
         return c
 
     def notebooks(self, assignment: str) -> list[str]:
