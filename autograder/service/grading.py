@@ -1,0 +1,223 @@
+"""The service's graders: long-lived workers that take submissions off the database queue.
+
+The course is prepared once, when the service starts (``prepare_course``). Grading happens
+in an engine that lives as long as the service, so no submission waits for a course to be
+generated or a kernel's Python to start:
+
+- ``LocalEngine``: worker processes on this machine, each with its own copy of the course
+  and its warm sandboxed kernels (as ``grade`` without ``--scheduler``);
+- ``DaskEngine``: the workers of a Dask cluster, each of which builds the course once
+  (``cluster.CourseOnWorker``, as ``grade --scheduler``).
+
+Both grade one student's notebook with ``runner.grade_group``, so a submission gets what the
+command line gives it: the sandbox, the time and memory limits, a status and a reason.
+``Grader`` runs one thread per engine slot: claim the oldest queued submission, grade it,
+store its result and feedback page.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import sys
+import threading
+import uuid
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from multiprocessing import get_context
+from pathlib import Path
+
+from ..course import REPO_ROOT, Course
+from ..results import NotebookResult
+from ..runner import Graded, grade_group
+from ..sandbox import KERNEL_ENVIRONMENT
+from ..submissions import Submission as GraderSubmission
+from . import db as tables
+from .db import Database
+from .storage import Storage
+
+
+def prepare_course(work_dir: Path, options: dict) -> Course:
+    """The course every grading worker copies: generated once, when the service starts."""
+    shutil.rmtree(work_dir, ignore_errors=True)  # what a killed service left
+    work_dir.mkdir(parents=True)
+    course = Course(work_dir / "course", **options)
+    course.generate_all()
+    return course
+
+
+def kernel_environment() -> None:
+    """What grading kernels run without a sandbox need (the sandbox sets its own): the check
+    helpers importable, and the variables every grading kernel has."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    os.environ.update(KERNEL_ENVIRONMENT)
+
+
+# --------------------------------------------------------------------------
+# on this machine
+
+_worker_course: Course | None = None
+PR_SET_PDEATHSIG = 1
+
+
+def _start_worker(course_root: Path, options: dict, service_pid: int) -> None:
+    global _worker_course
+    if sys.platform.startswith("linux"):  # killed with the service, never left holding a sandbox
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != service_pid:
+            os._exit(1)
+    warnings.filterwarnings("ignore", module="nbgrader")
+    kernel_environment()
+    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
+    _warm_up(_worker_course)
+
+
+def _warm_up(course: Course) -> None:
+    """Grade the first assignment's release notebook (its stubs fail at once) and throw the
+    result away: the first student's notebook then finds the kernels' fork server started and
+    the grader's code loaded, and waits seconds, not a minute."""
+    assignment = course.assignments[0]
+    for notebook in course.notebooks(assignment)[:1]:
+        release = course.root / "release" / assignment / f"{notebook}.ipynb"
+        if release.is_file():
+            grade_group(course, [GraderSubmission("warm-up", assignment, notebook, release)])
+
+
+def _grade_in_worker(submission: GraderSubmission) -> Graded:
+    return grade_group(_worker_course, [submission])
+
+
+class LocalEngine:
+    """``jobs`` worker processes, started once and kept (a new pool if one of them dies)."""
+
+    def __init__(self, course: Course, options: dict, jobs: int):
+        self.course, self.options, self.slots = course, options, jobs
+        self.lock = threading.Lock()
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        pool = ProcessPoolExecutor(self.slots, mp_context=get_context("spawn"), initializer=_start_worker,
+                                   initargs=(self.course.root, self.options, os.getpid()))
+        for _ in range(self.slots):  # start (and warm up) every worker now, not at the first submission
+            pool.submit(os.getpid)
+        return pool
+
+    def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
+        pool = self.pool
+        try:
+            return pool.submit(_grade_in_worker, replace(submission, path=notebook)).result()
+        except BrokenProcessPool:
+            with self.lock:  # the first thread to see it starts a new pool
+                if self.pool is pool:
+                    self.pool = self._new_pool()
+            raise
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------
+# on a Dask cluster
+
+class DaskEngine:
+    """The workers of a Dask scheduler; each builds the course once (a worker plugin) and then
+    grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
+
+    def __init__(self, course: Course, options: dict, address: str | None, scheduler_file: Path | None):
+        from .. import cluster
+
+        self.cluster = cluster
+        self.client = self._connect(address, scheduler_file)
+        sources = {str(p.relative_to(course.root / "source")): p.read_bytes()
+                   for p in sorted((course.root / "source").rglob("*")) if p.is_file()}
+        self.plugin = cluster.CourseOnWorker(sources, options, name=f"autograder-service-{uuid.uuid4().hex[:12]}")
+        self.client.register_plugin(self.plugin, name=self.plugin.name)
+        self.slots = max(1, sum(self.client.nthreads().values()))
+
+    def _connect(self, address: str | None, scheduler_file: Path | None):
+        import distributed
+
+        if scheduler_file is not None:
+            client = distributed.Client(scheduler_file=str(scheduler_file), timeout=self.cluster.CONNECT_TIMEOUT)
+        else:
+            client = distributed.Client(address, timeout=self.cluster.CONNECT_TIMEOUT)
+        client.wait_for_workers(1, timeout=self.cluster.CONNECT_TIMEOUT)
+        return client
+
+    def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
+        future = self.client.submit(self.cluster.grade_remotely, self.plugin.name,
+                                    [(submission, notebook.read_bytes())], pure=False)
+        return future.result()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# --------------------------------------------------------------------------
+# the queue's consumers
+
+class Grader:
+    """``engine.slots`` threads, each grading one submission at a time off the database queue."""
+
+    def __init__(self, database: Database, storage: Storage, course: Course, engine):
+        self.database, self.storage, self.course, self.engine = database, storage, course, engine
+        self.claims = threading.Lock()
+        self.wakeup = threading.Condition()
+        self.stopping = False
+        self.threads = [threading.Thread(target=self._work, name=f"grader-{n}", daemon=True)
+                        for n in range(engine.slots)]
+
+    def start(self) -> int:
+        """Queue again what a killed service was grading, then start; returns how many were requeued."""
+        requeued = self.database.requeue_interrupted()
+        for thread in self.threads:
+            thread.start()
+        return requeued
+
+    def notify(self) -> None:
+        """A submission was queued."""
+        with self.wakeup:
+            self.wakeup.notify_all()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.notify()
+        self.engine.close()
+
+    def _work(self) -> None:
+        while not self.stopping:
+            with self.claims:
+                sub = self.database.claim_next()
+            if sub is None:
+                with self.wakeup:
+                    self.wakeup.wait(timeout=2)
+                continue
+            self._store(sub, self._grade(sub))
+
+    def _grade(self, sub: tables.Submission) -> tuple[NotebookResult, str | None]:
+        wanted = GraderSubmission(sub.person_id, sub.assignment, sub.notebook, None)
+        try:
+            ((result, page),) = self.engine.grade(wanted, self.storage.notebook(sub.id))
+        except Exception as err:  # noqa: BLE001 - a worker that died: this submission's status, not the service's
+            if self.stopping:
+                raise SystemExit from err  # shutting down: it stays 'grading', and is queued again at the next start
+            result = NotebookResult(sub.person_id, sub.assignment, sub.notebook, "error", 0.0,
+                                    self.course.max_score(sub.assignment, sub.notebook),
+                                    reason=f"grading worker failed: {type(err).__name__}: {err}")
+            page = None
+        return result, page
+
+    def _store(self, sub: tables.Submission, graded: tuple[NotebookResult, str | None]) -> None:
+        result, page = graded
+        self.storage.write_result(sub.id, result, page)
+        with self.database.session.begin() as session:
+            row = session.get(tables.Submission, sub.id)
+            if row.state != tables.GRADING:  # never twice: only the grading that claimed it stores
+                return
+            row.state, row.graded = tables.DONE, tables.now()
+            row.status, row.score, row.max_score = result.status, result.score, result.max_score
+            row.reason = result.reason
+            row.result = result.to_json()
