@@ -321,20 +321,24 @@ def show_source(*functions):
 def head_weights(model: torch.nn.Module, *inputs) -> dict[str, torch.Tensor]:
     """Every attention's per-head weights when ``model(*inputs)`` runs: name -> (B, H, L, S).
 
-    The layers ask their attention for no weights, or for the mean over heads; this runs
-    the model once, records each ``MultiHeadAttention``'s arguments, and calls it again
-    on them with ``average_attn_weights=False`` (a module called more than once gives
-    its last call's weights). Names are the modules' own, e.g.
-    ``transformer.encoder.layers.0.self_attn``.
+    PyTorch's layers ask their attention for no weights; this runs the model once,
+    records each ``nn.MultiheadAttention``'s arguments, and calls it again on them with
+    ``need_weights=True, average_attn_weights=False`` (a module called more than once
+    gives its last call's weights). Names are the modules' own, e.g.
+    ``transformer.encoder.layers.0.self_attn``. PyTorch's fast path for inference
+    (fused encoder layers that never call their ``self_attn``) is off meanwhile.
     """
     calls, hooks = {}, []
     for name, module in model.named_modules():
-        if isinstance(module, course.MultiHeadAttention):
+        if isinstance(module, torch.nn.MultiheadAttention):
             record = lambda m, args, kwargs, name=name: calls.__setitem__(name, (m, args, kwargs))
             hooks.append(module.register_forward_pre_hook(record, with_kwargs=True))
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     try:
         model(*inputs)
     finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
         for hook in hooks:
             hook.remove()
     return {name: m(*args, **{**kwargs, "need_weights": True, "average_attn_weights": False})[1]

@@ -53,9 +53,9 @@ SLIDER_PAGE = "book/02-softmax-scaling"
 INTERACTIVES = {
     "book/01-self-attention": ["temperature"],
     "book/02-softmax-scaling": ["slider-std", "slider-dk"],
-    "book/04-multi-head": ["heads"],
     "book/05-masks": ["mask-builder"],
     "book/06-encoder": ["positional-encoding"],
+    "book/08-decoder": ["heads"],
 }
 
 

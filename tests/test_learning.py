@@ -129,12 +129,15 @@ def test_cached_model_gives_the_same_weights_and_maps_as_a_fresh_one(monkeypatch
     assert not torch.equal(untrained[name], maps[0][name])  # 6 steps moved the weights
 
 
-def test_head_weights_are_the_heads_the_layer_averages():
+def test_head_weights_are_the_heads_of_the_attention_on_its_real_inputs():
     model = learning.reversal_model()
     src, tgt_in = _probe()
-    maps = learning.head_weights(model, src, tgt_in)
-    layer = model.transformer.decoder.layers[1]  # keeps its last call's mean over heads
-    torch.testing.assert_close(maps["transformer.decoder.layers.1.multihead_attn"].mean(1), layer.cross_weights)
+    maps = learning.head_weights(model, src, tgt_in)  # under no_grad: PyTorch's fast path is off
+    x = model.embed(model.src_embed, src)  # the first encoder layer's input
+    attn = model.transformer.encoder.layers[0].self_attn
+    with torch.no_grad():
+        _, expected = attn(x, x, x, key_padding_mask=src == learning.PAD, average_attn_weights=False)
+    torch.testing.assert_close(maps["transformer.encoder.layers.0.self_attn"], expected)
     padding = (src == learning.PAD)[:, None, None, :]  # (B, 1, 1, S)
     assert maps["transformer.encoder.layers.0.self_attn"].masked_select(padding).abs().max() == 0
     causal = course.causal_mask(tgt_in.shape[1])

@@ -34,6 +34,23 @@ def test_chapters_have_figures_and_math(site):
         assert 'class="math' in source, f"{page.name}: no math"
 
 
+def test_every_image_says_what_it_shows(site):
+    """Every <img> of the site has alt text, and the text describes the picture: not empty, not
+    a file's path or name (myst-nb's default for a code cell's figure is "../_images/<sha>.png";
+    a chapter's figure cell sets `mystnb: image: alt:`)."""
+    images = 0
+    for page in sorted(site.rglob("*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text(errors="replace")):
+            images += 1
+            where = f"{page.relative_to(site)}: {tag[:160]}"
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            assert alt is not None and alt.group(1).strip(), f"an image without alt text: {where}"
+            text = html.unescape(alt.group(1)).strip()
+            assert not re.search(r"\.(png|jpe?g|svg|gif|webp)$|_images/|^[\w./-]*/[\w./-]*$", text), (
+                f"alt text that is a file name, not a description: {where}")
+    assert images > 30  # every chapter's figures were looked at
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_exercise_page_opens_in_colab(site, assignment):
     config = yaml.safe_load((REPO / "_config.yml").read_text())
