@@ -9,7 +9,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 

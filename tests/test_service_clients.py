@@ -121,7 +121,7 @@ def test_submit_from_a_notebook_kernel(service, tmp_path):
     printed = run_in_kernel(code, {"JPY_SESSION_NAME": str(notebook), "PYTHONPATH": str(REPO)})
     result = json.loads(printed.split("RESULT ", 1)[1])
     assert (result["state"], result["score"], result["max_score"]) == ("done", 8, 8)
-    assert f"Score: 8 / 8 (ok)" in printed and "Feedback page:" in printed
+    assert "Score: 8 / 8 (ok)" in printed and "Feedback page:" in printed
     with client(service.server, service.tokens["bob"]) as http:  # it is bob's, listed as his
         assert [s["id"] for s in http.get("/api/submissions").json()] == [result["id"]]
 

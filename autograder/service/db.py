@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event,
                         select, update)
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 STUDENT, INSTRUCTOR = "student", "instructor"
 QUEUED, GRADING, DONE = "queued", "grading", "done"
