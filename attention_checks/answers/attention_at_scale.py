@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from ..core import as_dtype
 from ..registry import Inputs, Spec
+from .hints import unambiguous
 from .judging import Answer, Mistake
 
 Tensor = torch.Tensor
@@ -64,7 +65,7 @@ def _softmax_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found["per block"] = Mistake("Each of your blocks sums to 1 on its own: the maximum and the sum must run over "
                                  "the whole row, and the division by the final sum comes after the last block.",
                                  dict(output=per_block))
-    return found
+    return unambiguous(found)  # one block (block_size >= N): several bugs give the same output
 
 
 def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -141,8 +142,8 @@ def _flash_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     causal = x.kwargs["causal"]
     dtype = as_dtype(spec["dtype"])
     q, k, v = (t.to(dtype) for t in (q, k, v))  # overflows as for the student
-    return {bug: Mistake(hint, dict(output=tiled_attention(q, k, v, b, causal, bug).double()))
-            for bug, hint in FLASH_BUGS.items() if causal or bug not in ("block causal", "causal ignored")}
+    return unambiguous({bug: Mistake(hint, dict(output=tiled_attention(q, k, v, b, causal, bug).double()))
+                        for bug, hint in FLASH_BUGS.items() if causal or bug not in ("block causal", "causal ignored")})
 
 
 def _flash_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -332,7 +333,7 @@ def _decoding_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         else:
             run["output"] = None
         found[bug] = Mistake(hint, run)
-    return found
+    return unambiguous(found)  # one chunk: several masks give the same output
 
 
 def _decoding_crash(x: Inputs, spec: Spec, error: str) -> list[str]:

@@ -1,0 +1,151 @@
+"""What is specific to 09-attention-at-scale's checks: the algorithms the known mistakes are made
+from are right without a bug, the references agree with the definitions, the visible cases are
+shaped so that the whole score matrix (or a whole row of tiles, or a whole-row reduction) shows,
+every known mistake is told apart by a visible case, and the shapes the checks watch are those the
+student's code makes. (Layout, full marks, stub and corpus: tests/test_declared_checks.py and
+tests/test_grading.py.)"""
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_checks.answers import attention_at_scale as answers
+from attention_checks.answers.judging import judged
+from attention_checks.attention_at_scale import (
+    Footprint,
+    blocks,
+    check_cached_decoding,
+    check_flash_attention,
+    check_grouped_query_attention,
+    check_kv_cache,
+    check_online_softmax,
+    tile_budget,
+)
+from notebook_harness import SourceNotebook
+
+NB = SourceNotebook("09-attention-at-scale")
+CHECKS = [check_online_softmax, check_flash_attention, check_kv_cache, check_grouped_query_attention,
+          check_cached_decoding]
+
+
+def _report(check, student, cases) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            check(student, points=1, cases=cases, device=torch.device("cpu"))
+        except Exception as failed:  # noqa: BLE001 - CheckFailed carries the report
+            out.write(str(failed))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("shape, block_size", [((3, 10), 4), ((2, 3, 9), 1), ((4, 5), 8), ((2, 12), 3)])
+def test_streamed_softmax_without_a_bug_is_the_softmax(shape, block_size):
+    x = torch.randn(shape, dtype=torch.float64) * 50
+    torch.testing.assert_close(answers.streamed_softmax(x, block_size), torch.softmax(x, -1), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("L, S, block_size, causal", [(20, 20, 8, False), (13, 17, 5, True), (19, 12, 6, True),
+                                                      (7, 9, 1, False), (6, 5, 8, True)])
+def test_tiled_attention_without_a_bug_is_pytorchs(L, S, block_size, causal):
+    gen = torch.Generator().manual_seed(L * S)
+    q, k = torch.randn(2, 3, L, 4, generator=gen, dtype=torch.float64), torch.randn(2, 3, S, 4, generator=gen,
+                                                                                      dtype=torch.float64)
+    v = torch.randn(2, 3, S, 5, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(answers.tiled_attention(q, k, v, block_size, causal),
+                               F.scaled_dot_product_attention(q, k, v, is_causal=causal), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("spec", [dict(), dict(num_kv_heads=1), dict(num_heads=6, num_kv_heads=3, d_model=12)])
+def test_gqa_reference_shares_consecutive_query_heads(spec):
+    """enable_gqa is repeat_interleave of the key/value heads: query head h reads h // group."""
+    case = judged(check_grouped_query_attention, spec)
+    H, Hkv = case.spec["num_heads"], case.spec["num_kv_heads"]
+    state = case.x.extra["state"]
+    q, k, v = answers._projections(case.x.args["x"], state, H, Hkv)
+    group = H // Hkv
+    out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1),
+                                         is_causal=True)
+    torch.testing.assert_close(case.expected["output"], answers._merge(out, state), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("steps", [(3, 1, 2), (1, 1, 1, 1), (5,), (2, 3)])
+def test_decoding_chunk_by_chunk_is_the_whole_sequence_at_once(steps):
+    """The cached decoding reference (one call on the whole sequence) is what the course's own
+    chunk-by-chunk run with a cache computes."""
+    case = judged(check_cached_decoding, dict(steps=steps))
+    run = answers._decoding_run(case.x, case.spec)
+    for name in ("output", "cached_keys"):
+        torch.testing.assert_close(run[name], case.expected[name], rtol=1e-12, atol=1e-12)
+
+
+def test_visible_flash_cases_tell_tiles_from_the_whole_matrix():
+    """In every visible case of more than one block, one tile fits the budget, while the whole score
+    matrix, and a row or a column of tiles, do not: that is what makes the check see them."""
+    for gid, cell in NB.tests.items():
+        if gid in NB.hidden() or "check_flash_attention(" not in cell.source:
+            continue
+        for spec in NB.cases(gid):
+            x = check_flash_attention.build(spec)
+            q, k, v, b = x.args.values()
+            lead = math.prod(q.shape[:-2])
+            L, S = q.shape[-2], k.shape[-2]
+            budget = tile_budget(q, k, v, b)
+            assert lead * b * b <= budget, spec
+            assert lead * L * S > budget and lead * b * S > budget and lead * L * b > budget, spec
+
+
+def test_visible_softmax_cases_tell_blocks_from_whole_rows():
+    for gid, cell in NB.tests.items():
+        if gid in NB.hidden() or "check_online_softmax(" not in cell.source:
+            continue
+        for spec in NB.cases(gid):
+            x = check_online_softmax.build(spec)
+            N, b = x.args["x"].shape[-1], x.args["block_size"]
+            assert N > max(b, blocks(N, b)), spec
+
+
+def test_footprint_sees_factory_calls_and_reductions():
+    """The dispatch mode sees tensors made from nothing (a full mask) and the extent of a reduction."""
+    with Footprint() as seen:
+        mask = torch.ones(30, 40, dtype=torch.bool).triu(1)
+        torch.randn(6, 7).amax(-1)
+    assert seen.largest == 1200 and seen.largest_shape == (30, 40)
+    assert (seen.reduced, seen.reduced_by) == (7, "amax")
+    assert mask.shape == (30, 40)
+
+
+def test_a_whole_causal_mask_is_not_blockwise():
+    """A tiled attention with right values that makes its causal mask for the whole (L, S) matrix
+    earns nothing for the causal cases, and the report names the mask."""
+    solution = NB.student()["flash_attention"]
+
+    def with_full_mask(q, k, v, block_size, causal=False):
+        torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)  # (L, S)
+        return solution(q, k, v, block_size, causal)
+
+    report = _report(check_flash_attention, with_full_mask, [dict(causal=True, batch=(1,), E=2)])
+    assert "NotBlockwise" in report and "whole (L, S) score matrix (or a mask of that size)" in report, report
+    assert _report(check_flash_attention, solution, [dict(causal=True)]).startswith("✓")
+
+
+def test_a_cache_that_is_not_used_fails_the_decoding_check():
+    """A module that ignores the cache attends to each chunk alone: the decoding check fails while
+    the check without a cache passes."""
+    Module = NB.student()["GroupedQueryAttention"]
+
+    class NoCache(Module):
+        def forward(self, x, cache=None):
+            return super().forward(x)
+
+    assert _report(check_grouped_query_attention, NoCache, [dict()]).startswith("✓")
+    assert "cases fail" in _report(check_cached_decoding, NoCache, [dict()])
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)
+def test_every_known_mistake_is_told_apart_by_a_visible_case(check):
+    assert NB.uncaught_mistakes(check) == set()
