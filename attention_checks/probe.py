@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
+import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .core import ForbiddenCalls, describe_error, is_stub, quiet
@@ -62,12 +63,30 @@ def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: For
 META = torch.device("meta")
 
 
-class _MadeUpValues(TorchDispatchMode):
-    """Lets code that reads a value from a meta tensor go on: ``.item()``, ``bool(t)`` and
+# Operators that take tensors of two devices on CUDA too: copies between devices, and indexing
+# with CPU index tensors.
+_CROSS_DEVICE = {torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default, torch.ops.aten.index.Tensor,
+                 torch.ops.aten.index_put_.default, torch.ops.aten.index_put.default,
+                 torch.ops.aten._index_put_impl_.default, torch.ops.aten.lift_fresh.default}
+
+
+def mixing_error(where: str, found: str) -> str:
+    """The error a GPU raises where a tensor on ``found`` meets the inputs (on meta here)."""
+    return f"Expected all tensors to be on the same device, but found at least two devices, meta and {found}! ({where})"
+
+
+class _OnMeta(TorchDispatchMode):
+    """The rules of a GPU on the meta device, for every operator.
+
+    Lets code that reads a value from a meta tensor go on: ``.item()``, ``bool(t)`` and
     ``torch.equal`` answer 0 or False instead of raising. nn.TransformerEncoder itself asks
     ``torch.equal(mask, causal)``, so without this every case with a mask would stop there,
     before the student's layers, and their device bugs would go unseen. A made-up value can
-    only pick a branch; what the meta run reports is still a real device-mixing error."""
+    only pick a branch; what the meta run reports is still a real device-mixing error.
+
+    And checks the devices of every operator's tensors itself: a CPU tensor with dimensions
+    meeting a meta one is an error, as it is on CUDA. Most meta kernels check that, but not all
+    (``@``, ``bmm``, ``baddbmm``, ``einsum`` take a CPU operand on meta)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.aten._local_scalar_dense.default:
@@ -75,7 +94,25 @@ class _MadeUpValues(TorchDispatchMode):
             return False if tensor.dtype == torch.bool else 0.0 if tensor.is_floating_point() else 0
         if func is torch.ops.aten.equal.default:
             return False
+        if func is torch.ops.aten.copy_.default and args[0].device != META and args[0].dim() > 0 \
+                and isinstance(args[1], torch.Tensor) and args[1].device == META:
+            # results written into a tensor made on the CPU: on a GPU they would stay there
+            raise RuntimeError(mixing_error("when copying into a tensor", str(args[0].device)))
+        if func not in _CROSS_DEVICE:
+            tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            stray = next((t for t in tensors if t.device != META and t.dim() > 0), None)
+            if stray is not None and any(t.device == META for t in tensors):
+                raise RuntimeError(mixing_error(f"when checking the arguments of {func.name()}", str(stray.device)))
         return func(*args, **(kwargs or {}))
+
+
+def _stray_result(value: Any) -> str | None:
+    """The device of a tensor the student's code returned that is not on meta (made on the CPU
+    where the inputs were on meta: on a GPU the result would be on the CPU), or None."""
+    for item in pytree.tree_leaves(value):
+        if isinstance(item, torch.Tensor) and item.device != META:
+            return str(item.device)
+    return None
 
 
 def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: ForbiddenCalls) -> str | None:
@@ -83,11 +120,12 @@ def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: Forbid
     to the input's device) on the meta device, or None."""
     inputs = check.build(case).to(META)
     try:
-        with quiet(), guard, _MadeUpValues():
-            check.call(student, inputs, check.spec(case))
+        with quiet(), guard, _OnMeta():
+            value = check.call(student, inputs, check.spec(case))
     except Exception as error:  # noqa: BLE001 - student code, or a data-dependent step meta cannot run
         return describe_error(error)
-    return None
+    stray = _stray_result(value)
+    return None if stray is None else f"raised RuntimeError: {mixing_error('a result', stray)}"
 
 
 def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], device: torch.device) -> Probed:
