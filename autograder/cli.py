@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import cache, gradebook, lms, release, service, similarity
+from . import cache, gradebook, lms, publish, release, service, similarity
 from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, CourseError
 from .report import ResultsWriter
 from .runner import grade_all
@@ -85,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     gradebook.add_command(commands)  # export-gradebook
     similarity.add_command(commands)  # similarity
     service.add_commands(commands)  # serve, tokens
+    publish.add_command(commands)  # publish: the student distribution
     return parser
 
 

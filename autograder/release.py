@@ -1,7 +1,7 @@
 """Regenerate the student notebooks (exercises/) from the source notebooks (solutions/).
 
 First the install line of every setup cell is written from the one setting in
-pyproject.toml (see ``install_spec``), then nbgrader's generate_assignment does the
+pyproject.toml (see ``read_setting``), then nbgrader's generate_assignment does the
 rest: solution regions become ``raise NotImplementedError()``, hidden tests are
 removed, outputs cleared and checksums recorded. The result is committed, and a test
 checks it is up to date. Release runs no student code, so it needs no sandbox.
@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -23,53 +24,102 @@ PYPROJECT = REPO_ROOT / "pyproject.toml"
 
 # The setup cell's fallback when ``attention_checks`` cannot be imported: the body of its
 # ``except ImportError:``, up to the line that imports the checks again. Release writes it
-# into every notebook, so that all of them install the checks the same way.
+# into every notebook, so that all of them install the checks the same way: exactly the
+# configured version of the wheel, from the one configured place, its sha256 checked by pip
+# where the notebook names one (`python -m autograder publish` pins it in the students' edition).
 FALLBACK = """\
 # In a clone of the course the check helpers are in a parent folder; elsewhere (Colab)
 # they are installed from the course's release (`python -m autograder release` writes
 # CHECKS from pyproject.toml).
-import importlib, subprocess, sys
+import importlib, importlib.metadata, subprocess, sys, tempfile
 from pathlib import Path
 root = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "attention_checks").is_dir()), None)
 if root is not None:
     sys.path.insert(0, str(root))
 else:
-    CHECKS = "{spec}"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color", "--no-deps", CHECKS],
+    CHECKS, VERSION = "{requirement}", "{version}"
+    INDEX, SHA256 = "{index}", "{sha256}"  # SHA256: the wheel's, checked by pip ("": the version only)
+    pinned = Path(tempfile.mkdtemp()) / "checks.txt"
+    pinned.write_text(CHECKS + (f" --hash=sha256:{{SHA256}}" if SHA256 else "") + "\\n")
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color", "--no-deps",
+                          *(["--index-url", INDEX] if INDEX else []), "-r", str(pinned)],
                          capture_output=True, text=True)
-    if pip.returncode != 0:  # git's or pip's own words first: "fatal: unable to access ..."
+    if pip.returncode != 0:  # pip's own words first: "ERROR: ..."
         why = next((line.strip() for line in pip.stderr.splitlines()
-                    if line.strip().startswith(("fatal:", "ERROR:"))), pip.stderr.strip()[-300:])
+                    if line.strip().startswith("ERROR:")), pip.stderr.strip()[-300:])
         raise ImportError(
-            f"Could not install the course's check helpers with `pip install {{CHECKS}}` ({{why}}). "
+            f"Could not install the course's check helpers {{VERSION}} with pip ({{why}}). "
             "The tests in this notebook need them. If this runtime is offline, connect it and run "
             "this cell again. If the notebook comes from a fork or another copy of the course, that "
             "release may not exist: ask your instructor for the notebook's current version, or work "
             "in a clone of the course: `git clone {repository}`, "
             "then `pip install -r requirements.txt` in it, and open this notebook from its "
             "exercises/ folder, where the checks are found without installing.") from None
+    importlib.invalidate_caches()
+    installed = importlib.metadata.version("{distribution}")
+    if installed != VERSION:
+        raise ImportError(f"pip left version {{installed}} of the check helpers, not {{VERSION}}: "
+                          "restart the runtime and run this cell again.")
 importlib.invalidate_caches()
 """
 
 _EXCEPT = re.compile(r"^(?P<indent>[ \t]*)except ImportError:[ \t]*$")
+DISTRIBUTION = "attention-checks"  # the package of the checks students install (publish builds its wheel)
+
+
+@dataclass(frozen=True)
+class InstallSetting:
+    """Where every setup cell installs the checks from: ``[tool.attention-from-scratch]`` of
+    pyproject.toml (one of ``checks-release``, ``checks-index``) and ``[project] version``."""
+
+    repository: str  # the public student repository (`student-repository`)
+    version: str
+    release_url: str = ""  # a folder URL holding the wheel (a release's assets), {version} filled in
+    index: str = ""  # or a package index that has the wheel
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+    @property
+    def wheel(self) -> str:
+        return f"{DISTRIBUTION.replace('-', '_')}-{self.version}-py3-none-any.whl"
+
+    @property
+    def requirement(self) -> str:
+        """What pip installs: the wheel at its URL, or the exact version from the index."""
+        if self.release_url:
+            return f"{DISTRIBUTION} @ {self.release_url.rstrip('/')}/{self.wheel}"
+        return f"{DISTRIBUTION}=={self.version}"
+
+
+def read_setting(pyproject: Path = PYPROJECT) -> InstallSetting:
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    ours, version = config["tool"]["attention-from-scratch"], config["project"]["version"]
+    places = [key for key in ("checks-release", "checks-index") if ours.get(key)]
+    if len(places) != 1:
+        what = "both checks-release and checks-index" if places else "neither checks-release nor checks-index"
+        raise SystemExit(f"{pyproject}: [tool.attention-from-scratch] sets {what}: set exactly one "
+                         "(where the setup cells install the checks from)")
+    return InstallSetting(ours["student-repository"].rstrip("/"), version,
+                          release_url=ours.get("checks-release", "").replace("{version}", version),
+                          index=ours.get("checks-index", ""))
 
 
 def install_setting(pyproject: Path = PYPROJECT) -> tuple[str, str]:
-    """(repository URL, release tag) from pyproject.toml: ``[tool.attention-from-scratch]
-    repository`` and the tag ``v<project.version>`` (each release is tagged so)."""
-    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    repository = config["tool"]["attention-from-scratch"]["repository"].rstrip("/")
-    return repository, f"v{config['project']['version']}"
+    """(public student repository URL, release tag ``v<project.version>``) from pyproject.toml."""
+    setting = read_setting(pyproject)
+    return setting.repository, setting.tag
 
 
 def install_spec(pyproject: Path = PYPROJECT) -> str:
-    """What the setup cells ``pip install``: the repository at the release tag."""
-    repository, tag = install_setting(pyproject)
-    return f"git+{repository}@{tag}"
+    """What the setup cells ``pip install``: the configured wheel of the checks, that exact version."""
+    return read_setting(pyproject).requirement
 
 
-def fallback(spec: str, repository: str) -> str:
-    return FALLBACK.format(spec=spec, repository=repository)
+def fallback(setting: InstallSetting, sha256: str = "") -> str:
+    return FALLBACK.format(requirement=setting.requirement, version=setting.version, index=setting.index,
+                           sha256=sha256, repository=setting.repository, distribution=DISTRIBUTION)
 
 
 def _fallback_span(lines: list[str]) -> tuple[int, int, str] | None:
@@ -86,14 +136,14 @@ def _fallback_span(lines: list[str]) -> tuple[int, int, str] | None:
     return None
 
 
-def with_install_line(source: str, spec: str, repository: str) -> str | None:
+def with_install_line(source: str, setting: InstallSetting, sha256: str = "") -> str | None:
     """``source`` (a setup cell) with its fallback rewritten; None when it has none."""
     lines = source.split("\n")
     span = _fallback_span(lines)
     if span is None:
         return None
     first, end, indent = span
-    block = [indent + line if line else "" for line in fallback(spec, repository).rstrip("\n").split("\n")]
+    block = [indent + line if line else "" for line in fallback(setting, sha256).rstrip("\n").split("\n")]
     return "\n".join(lines[:first] + block + lines[end:])
 
 
@@ -101,10 +151,11 @@ def _checks_imported(cell) -> bool:
     return cell.cell_type == "code" and re.search(r"^\s*(from|import) attention_checks\b", cell.source, re.M)
 
 
-def install_problems(folders: list[Path], pyproject: Path = PYPROJECT) -> list[str]:
+def install_problems(folders: list[Path], pyproject: Path = PYPROJECT, sha256: str = "") -> list[str]:
     """A line for each notebook under ``folders/<assignment>/`` whose setup cell does not
-    install the checks exactly as the setting in pyproject.toml says (empty when all do)."""
-    spec, (repository, _) = install_spec(pyproject), install_setting(pyproject)
+    install the checks exactly as the setting in pyproject.toml says, with the wheel's
+    ``sha256`` where given (empty when all do)."""
+    setting = read_setting(pyproject)
     problems = []
     for notebook in sorted(p for folder in folders for p in Path(folder).glob("*/*.ipynb")):
         nb = nbformat.read(notebook, as_version=4)
@@ -112,28 +163,30 @@ def install_problems(folders: list[Path], pyproject: Path = PYPROJECT) -> list[s
         if not cells:
             continue
         first = cells[0]
-        wanted = with_install_line(first.source, spec, repository)
+        wanted = with_install_line(first.source, setting, sha256)
         if wanted is None:
             problems.append(f"{notebook}: the first cell that imports attention_checks has no "
-                            f"`except ImportError:` fallback that installs {spec}")
+                            f"`except ImportError:` fallback that installs {setting.requirement}")
         elif wanted != first.source:
-            found = re.search(r'CHECKS = "([^"]*)"|(git\+\S+?)["\s]', first.source)
+            found = re.search(r'CHECKS(?:, VERSION)? = "([^"]*)"|(git\+\S+?)["\s]', first.source)
             problems.append(f"{notebook}: the setup cell installs "
-                            f"{(found and (found[1] or found[2])) or 'something else'}, not {spec} "
+                            f"{(found and (found[1] or found[2])) or 'something else'}, not {setting.requirement} "
                             f"as pyproject.toml says (or its fallback differs from release's)")
     return problems
 
 
-def write_install_lines(source_dir: Path, assignments: list[str], pyproject: Path = PYPROJECT) -> list[Path]:
+def write_install_lines(source_dir: Path, assignments: list[str], pyproject: Path = PYPROJECT,
+                        sha256: str = "") -> list[Path]:
     """Rewrite the setup cells of ``source_dir/<assignment>/*.ipynb`` that disagree with the
-    setting; returns the notebooks changed. Only that cell changes."""
-    spec, (repository, _) = install_spec(pyproject), install_setting(pyproject)
+    setting (and pin the wheel's ``sha256`` where given); returns the notebooks changed. Only
+    that cell changes."""
+    setting = read_setting(pyproject)
     changed = []
     for assignment in assignments:
         for path in sorted((source_dir / assignment).glob("*.ipynb")):
             nb = nbformat.read(path, as_version=4)
             cell = next((c for c in nb.cells if _checks_imported(c)), None)
-            wanted = cell and with_install_line(cell.source, spec, repository)
+            wanted = cell and with_install_line(cell.source, setting, sha256)
             if wanted is None:
                 if cell is not None:
                     raise SystemExit(f"{path}: its first cell that imports attention_checks has no "

@@ -1,9 +1,7 @@
 """The notebooks' setup cells install the check helpers from one setting (pyproject.toml).
 
-The slow test does what a Colab student's first cell does: in a fresh virtual environment
-without the course, outside any clone, a Jupyter kernel runs a release notebook's setup cell,
-which pip-installs the package from the published location. A local stand-in replaces the
-published location: a git repository made of this working tree, tagged as the release.
+What a Colab student's first cell does, in a fresh virtual environment (``fresh_venv``, ``kernel``)
+with the wheel of the student distribution, is tested in tests/test_publish.py.
 """
 from __future__ import annotations
 
@@ -32,16 +30,33 @@ def _setup_cell(nb) -> nbformat.NotebookNode:
 
 
 def test_every_notebook_installs_the_release_that_pyproject_names():
-    assert release.install_spec() == (f"git+{release.install_setting()[0]}@{release.install_setting()[1]}")
-    assert release.install_spec().startswith("git+https://") and "@v" in release.install_spec()
+    setting = release.read_setting()
+    assert release.install_spec() == setting.requirement
+    assert setting.requirement == (f"attention-checks @ {setting.release_url.rstrip('/')}/"
+                                   f"attention_checks-{setting.version}-py3-none-any.whl")
+    assert setting.release_url.startswith(setting.repository + "/releases/download/v" + setting.version)
     assert release.install_problems([ROOT / "solutions", ROOT / "exercises"]) == []
 
 
-def test_the_colab_button_and_the_install_line_name_the_same_repository():
+def test_the_colab_button_and_the_install_line_name_the_same_public_repository():
     import yaml
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["repository"]["url"].rstrip("/") == release.install_setting()[0]
+
+
+def test_an_index_is_one_line_of_configuration_and_two_places_are_refused(tmp_path):
+    pyproject = tmp_path / "pyproject.toml"
+    text = (ROOT / "pyproject.toml").read_text()
+    release_line = next(line for line in text.splitlines() if line.startswith("checks-release = "))
+    pyproject.write_text(text.replace(release_line, 'checks-index = "https://index.example.org/simple/"'))
+    setting = release.read_setting(pyproject)
+    assert setting.requirement == f"attention-checks=={setting.version}"
+    block = release.fallback(setting, sha256="ab" * 32)
+    assert 'INDEX, SHA256 = "https://index.example.org/simple/", "' + "ab" * 32 + '"' in block
+    pyproject.write_text(text.replace(release_line, release_line + '\nchecks-index = "https://index.example.org/simple/"'))
+    with pytest.raises(SystemExit, match="sets both checks-release and checks-index: set exactly one"):
+        release.read_setting(pyproject)
 
 
 def test_a_disagreeing_notebook_is_reported_and_release_rewrites_only_its_setup_cell(tmp_path):
@@ -59,12 +74,12 @@ def test_a_disagreeing_notebook_is_reported_and_release_rewrites_only_its_setup_
     # Another version in the setting: every notebook disagrees until release rewrites it.
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text((ROOT / "pyproject.toml").read_text().replace('version = "', 'version = "9.', 1))
-    assert release.install_spec(pyproject).endswith("@v9." + release.install_spec().split("@v")[1])
+    assert "9." + release.read_setting().version in release.install_spec(pyproject)
     assert release.write_install_lines(source, [ASSIGNMENT], pyproject) == [path]
     assert release.install_problems([source], pyproject) == []
     rewritten = nbformat.read(path, as_version=4)
     original = nbformat.read(_notebook("solutions"), as_version=4)
-    assert f'CHECKS = "{release.install_spec(pyproject)}"' in _setup_cell(rewritten).source
+    assert f'CHECKS, VERSION = "{release.install_spec(pyproject)}", "9.' in _setup_cell(rewritten).source
     assert [c for c in rewritten.cells if c is not _setup_cell(rewritten)] == \
         [c for c in original.cells if c is not _setup_cell(original)]
     assert release.write_install_lines(source, [ASSIGNMENT], pyproject) == []  # nothing left to do
@@ -94,10 +109,10 @@ def test_release_runs_without_bubblewrap(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# the setup cell in a fresh environment, as on Colab
+# a fresh environment, as on Colab (tests/test_publish.py runs the setup cell there)
 
 
-def _fresh_venv(tmp_path: Path) -> Path:
+def fresh_venv(tmp_path: Path) -> Path:
     """A virtual environment without the course's package that reuses this one's torch, Jupyter and
     pip (no download): a .pth names a folder of links to this site-packages, minus the course."""
     venv = tmp_path / "venv"
@@ -115,25 +130,7 @@ def _fresh_venv(tmp_path: Path) -> Path:
     return python
 
 
-def _release_stand_in(tmp_path: Path) -> str:
-    """A git repository of this working tree (what a commit would hold), tagged as the release
-    the setting names; returns the setup cell's install spec pointed at it."""
-    repo = tmp_path / "published"
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    git = ["git", "-c", "user.name=release", "-c", "user.email=release@example.org"]
-    subprocess.run(["git", "init", "--quiet", repo], check=True)
-    subprocess.run([*git, "add", "--all"], cwd=repo, check=True)
-    subprocess.run([*git, "commit", "--quiet", "-m", "release"], cwd=repo, check=True)
-    subprocess.run([*git, "tag", release.install_setting()[1]], cwd=repo, check=True)
-    return f"git+file://{repo}@{release.install_setting()[1]}"
-
-
-def _kernel(tmp_path: Path, python: Path, monkeypatch) -> str:
+def kernel(tmp_path: Path, python: Path, monkeypatch) -> str:
     """A Jupyter kernelspec that starts ``python``'s ipykernel; returns its name."""
     spec = tmp_path / "jupyter" / "kernels" / "fresh"
     spec.mkdir(parents=True)
@@ -142,50 +139,8 @@ def _kernel(tmp_path: Path, python: Path, monkeypatch) -> str:
         f'"display_name": "fresh", "language": "python"}}')
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.delenv("PYTHONPATH", raising=False)  # the kernel must not see this clone
-    # Offline: pip builds the package with this environment's setuptools instead of fetching
-    # one from PyPI into an isolated build environment (on Colab pip does fetch it).
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: pip must find everything where it is told
     return "fresh"
-
-
-def test_the_setup_cell_installs_the_checks_in_a_fresh_kernel_outside_a_clone(tmp_path, monkeypatch):
-    from nbclient import NotebookClient
-
-    python = _fresh_venv(tmp_path)
-    assert subprocess.run([python, "-c", "import attention_checks"], capture_output=True, cwd=tmp_path).returncode
-    stand_in = _release_stand_in(tmp_path)
-    kernel = _kernel(tmp_path, python, monkeypatch)
-    work = tmp_path / "colab"  # the student's folder: no attention_checks in it or above it
-    work.mkdir()
-    assert not [p for p in [work, *work.parents] if (p / "attention_checks").exists()]
-
-    released = nbformat.read(_notebook("exercises"), as_version=4)
-    setup = _setup_cell(released).source
-    assert setup.count(release.install_spec()) == 1
-    unreachable = setup.replace(release.install_spec(), f"git+file://{tmp_path}/no-such-fork@v0")
-    reachable = setup.replace(release.install_spec(), stand_in)
-    where = "import attention_checks; print('checks from', attention_checks.__file__)"
-    # The solution notebook's other cells: solutions and visible and hidden tests, all must pass.
-    solution = nbformat.read(_notebook("solutions"), as_version=4)
-    rest = [c for c in solution.cells if c.cell_type == "code" and c is not _setup_cell(solution)]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(unreachable), nbformat.v4.new_code_cell(reachable),
-                                         nbformat.v4.new_code_cell(where), *rest], metadata=solution.metadata)
-    NotebookClient(nb, timeout=300, kernel_name=kernel, allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
-
-    failed, installed, found, *tests = [c.outputs for c in nb.cells]
-    errors = [o for o in failed if o.output_type == "error"]
-    assert len(errors) == 1 and errors[0].ename == "ImportError", failed
-    paragraph = errors[0].evalue
-    assert "Could not install the course's check helpers" in paragraph and "no-such-fork" in paragraph
-    assert "does not appear to be a git repository" in paragraph, paragraph  # git's own reason
-    assert f"git clone {release.install_setting()[0]}" in paragraph and "exercises/" in paragraph
-    assert not [o for o in installed if o.output_type == "error"], installed
-    assert "tests run on" in "".join(o.get("text", "") for o in installed)
-    text = "".join(o.get("text", "") for o in found)
-    assert f"checks from {tmp_path / 'venv'}" in text, text
-    assert tests and not [o for outputs in tests for o in outputs if o.output_type == "error"], tests
 
 
 # --------------------------------------------------------------------------

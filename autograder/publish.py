@@ -1,0 +1,372 @@
+"""The student distribution: ``python -m autograder publish DIR``.
+
+One source, two distributions. This repository is the instructor's: model solutions and
+hidden tests (``solutions/``), the grader (``autograder/``); it stays private when the course
+is taken for credit. ``publish`` writes DIR, everything a student or a self-learner needs and
+nothing else, a folder to push as the course's PUBLIC repository::
+
+    README.md, Makefile, requirements.txt, .gitignore   for students (templates in autograder/student/)
+    pyproject.toml        builds the checks as the package attention-checks, version [project] version
+    _config.yml           the repository and launch buttons name the public repository
+    _toc.yml, book/, tools/web_assets.py, tools/system-packages.sh   the book, buildable from DIR alone
+    exercises/<assignment>/   released fresh from solutions/ (nbgrader generate_assignment); every
+                              setup cell installs the wheel below, its sha256 pinned
+    attention_checks/     the checks (see SAFE TO PUBLISH below)
+    dist/attention_checks-<version>-py3-none-any.whl   the wheel, reproducible: upload it as the asset
+                          of the public repository's release v<version> (or to the configured index)
+    _build/html/          the built site, with --site
+
+Then every file of DIR is scanned (``scan``): a line of a model solution or of a hidden test
+anywhere in it, the wheel and the site included, and publish fails (exit 1) naming each hit.
+
+SAFE TO PUBLISH, decided per part of ``attention_checks/``:
+
+* the declared checks (one module per assignment), ``core``, ``inputs``, ``modules``,
+  ``probe``, ``record``, ``registry``: what a test cell calls, how a case's inputs are made
+  from its spec and seed, how the student's object is called. Public by nature: the kernel
+  that runs the student's code needs them. A hidden test's *cases* (its specs and seeds) are
+  only in the hidden-test cells of solutions/, which nbgrader removes on release; without a
+  spec the seeded inputs say nothing.
+* ``answers/`` (float64 references, known mistakes, hints): in the student's own notebook
+  (``Mode.STUDENT``) the visible tests judge in the kernel, which is what gives instant
+  feedback; that needs the references and the hints. The references are PyTorch's own
+  functions and modules (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``,
+  ``nn.LayerNorm``...), which the notebooks forbid the student to call and the grader's source
+  scan catches; the mistakes restate the formulas the chapters teach, each with one error.
+  They are not the model solutions: the scan below checks that no line of a model solution
+  is among them. The grader never trusts them in a student's kernel anyway (the sandbox hides
+  ``answers/`` from grading kernels and judges outside the kernel).
+* ``autograder/`` (the grader), ``solutions/``, ``tests/`` (simulated students, model
+  answers) and ``benchmarks/`` are the instructor's and are never copied.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tokenize
+import zipfile
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from . import release
+from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+
+TEMPLATES = Path(__file__).with_name("student")
+CHECKS = "attention_checks"
+# What the student distribution copies from this repository, as it is (the exercises are released
+# fresh, and the files for students come from TEMPLATES).
+COPIED = ["book", "_toc.yml", "tools/web_assets.py", "tools/system-packages.sh", CHECKS]
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "_build", ".DS_Store")
+# A fixed date for every file of the wheel: the same sources give the same wheel, byte for byte,
+# so that the sha256 that the notebooks pin stays right when the course is published again.
+WHEEL_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
+
+
+class PublishError(RuntimeError):
+    """The distribution cannot be written, or would leak (its message says what to do)."""
+
+
+# --------------------------------------------------------------------------------------------
+# what must never reach students, and the scan that proves it does not
+#
+# A "secret line" is a line of a solution cell (code or a written answer) or of a hidden-test
+# region (### BEGIN/END HIDDEN TESTS) of a source notebook that is non-trivial:
+#   - normalised: comments stripped from code (Python's tokenizer), every run of whitespace one
+#     space, the ends trimmed;
+#   - at least MIN_CHARS characters long after that;
+#   - not a bare compound-statement header (`if attn_mask is not None:`, `for _ in range(n):`,
+#     `else:`): the body says what the code does, the header alone does not;
+#   - not text the students get anyway: a line found (as a substring of a normalised line) in
+#     the released notebooks, which hold the signatures, docstrings and instructions.
+# The scan looks for every secret line as a substring of every normalised line of every file.
+
+MIN_CHARS = 20
+HEADER = re.compile(r"^(if|elif|else|for|while|with|try|except|finally|async for|async with)\b.*:$")
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def normalise(line: str) -> str:
+    return " ".join(line.split())
+
+
+def without_comments(source: str) -> str:
+    """Python source without its comments (a cell that does not tokenize is kept whole)."""
+    lines = source.split("\n")
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+    for token in reversed(tokens):
+        if token.type == tokenize.COMMENT:
+            (row, start), end = token.start, token.end[1]
+            lines[row - 1] = lines[row - 1][:start] + lines[row - 1][end:]
+    return "\n".join(lines)
+
+
+def _cell_lines(cell) -> list[str]:
+    source = without_comments(cell.source) if cell.cell_type == "code" else cell.source
+    return [normalise(line) for line in source.split("\n")]
+
+
+def secret_lines(source_dir: Path = SOLUTIONS_DIR, released_dir: Path = EXERCISES_DIR) -> dict[str, str]:
+    """Every secret line of the source notebooks -> where it is (assignment/notebook:grade_id)."""
+    given = "\n".join(line for path in sorted(Path(released_dir).glob("*/*.ipynb"))
+                      for cell in nbformat.read(path, as_version=4).cells for line in _cell_lines(cell))
+    secrets: dict[str, str] = {}
+    for path in sorted(Path(source_dir).glob("*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("solution"):
+                region = cell
+            elif cell.cell_type == "code" and HIDDEN.search(cell.source):
+                region = nbformat.v4.new_code_cell("\n".join(HIDDEN.findall(cell.source)))
+            else:
+                continue
+            for line in _cell_lines(region):
+                if len(line) >= MIN_CHARS and not HEADER.match(line) and line not in given:
+                    secrets.setdefault(line, f"{path.parent.name}/{path.name}:{meta.get('grade_id')}")
+    return secrets
+
+
+class _Text(HTMLParser):
+    """The text of an HTML page as a reader (or a copy-paste) gets it: tags dropped, entities
+    decoded (code blocks are highlighted token by token in <span>s)."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def _strings(value) -> list[str]:
+    """Every string of a JSON document; a list of strings (a notebook's source) joined."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        if value and all(isinstance(v, str) for v in value):
+            return ["".join(value)]
+        return [s for v in value for s in _strings(v)]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    return []
+
+
+def texts(name: str, data: bytes) -> tuple[list[str], bool]:
+    """(the texts of a file to scan, whether it is binary): an archive's members recursively, a
+    notebook's or a JSON file's strings, an HTML page's text and its source. A binary file (an
+    image, a font, a pickled doctree, a database) is read as UTF-8 with every invalid byte
+    replaced, so that text stored inside it is still found."""
+    if name.endswith((".whl", ".zip")):
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return [text for member in archive.namelist() if not member.endswith("/")
+                    for text in texts(member, archive.read(member))[0]], False
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [data.decode("utf-8", errors="replace")], True
+    found = [text]
+    if name.endswith((".ipynb", ".json")):
+        try:
+            found += _strings(json.loads(text))
+        except ValueError:
+            pass
+    if name.endswith((".html", ".htm", ".xml", ".svg")):
+        page = _Text()
+        page.feed(text)
+        found += ["".join(page.parts), html.unescape(text)]
+    return found, False
+
+
+@dataclass
+class ScanReport:
+    files: int = 0  # files read (an archive counts once, its members are scanned too)
+    binary: list[str] = field(default_factory=list)  # files that are not UTF-8 text (scanned as bytes)
+    secrets: int = 0  # secret lines looked for
+    hits: list[tuple[str, str, str]] = field(default_factory=list)  # (file, secret line, where it comes from)
+
+    def summary(self) -> str:
+        return (f"scanned {self.files} files ({len(self.binary)} of them binary) for {self.secrets} lines of "
+                f"model solutions and hidden tests: {len(self.hits)} hits")
+
+
+def scan(folder: Path, secrets: dict[str, str]) -> ScanReport:
+    """Look for every secret line in every file under ``folder``."""
+    report = ScanReport(secrets=len(secrets))
+    # Each secret line contains its first KEY characters: a dict of them finds the candidates at
+    # each position of a line in one lookup, instead of testing every secret everywhere.
+    by_key: dict[str, list[str]] = {}
+    for secret in secrets:
+        by_key.setdefault(secret[:MIN_CHARS], []).append(secret)
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and not p.is_symlink()):
+        name = str(path.relative_to(folder))
+        report.files += 1
+        found, binary = texts(path.name, path.read_bytes())
+        if binary:
+            report.binary.append(name)
+        seen = set()
+        for text in found:
+            for line in text.split("\n"):
+                line = normalise(line)
+                for at in range(len(line) - MIN_CHARS + 1):
+                    for secret in by_key.get(line[at:at + MIN_CHARS], ()):
+                        if secret not in seen and line.startswith(secret, at):
+                            seen.add(secret)
+                            report.hits.append((name, secret, secrets[secret]))
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# writing the distribution
+
+
+def _fill(text: str, **values: str) -> str:
+    for name, value in values.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+def _student_config(setting: release.InstallSetting) -> str:
+    """_config.yml with the repository and the launch buttons on the public repository."""
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    config["repository"] = {**config.get("repository", {}), "url": setting.repository}
+    header = ("# Jupyter Book 1.x configuration of the students' edition (written by the course's\n"
+              "# `python -m autograder publish`): `jupyter-book build .` or `make site`.\n")
+    return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
+
+
+def build_wheel(dist: Path, out: Path) -> Path:
+    """Build the checks' wheel from the distribution's pyproject.toml and attention_checks/,
+    in a copy (setuptools writes build/ and *.egg-info beside the sources), reproducibly."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="publish-wheel-") as tmp:
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(dist / name, Path(tmp) / name)
+        shutil.copytree(dist / CHECKS, Path(tmp) / CHECKS, ignore=IGNORED)
+        env = {**os.environ, "SOURCE_DATE_EPOCH": WHEEL_EPOCH, "PIP_NO_INDEX": "1"}
+        pip = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                              "--wheel-dir", str(out), tmp], capture_output=True, text=True, env=env)
+        if pip.returncode:
+            raise PublishError(f"could not build the checks' wheel: {pip.stderr.strip()[-1000:]}")
+    wheels = sorted(out.glob("*.whl"))
+    if len(wheels) != 1:
+        raise PublishError(f"expected one wheel in {out}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pin_setup_cells(exercises: Path, assignments: list[str], digest: str, pyproject: Path) -> None:
+    """Every released setup cell installs the configured wheel and checks its sha256."""
+    release.write_install_lines(exercises, assignments, pyproject, sha256=digest)
+    problems = release.install_problems([exercises], pyproject, sha256=digest)
+    if problems:
+        raise PublishError("setup cells that do not install the checks as configured:\n" + "\n".join(problems))
+
+
+@dataclass
+class Published:
+    folder: Path
+    assignments: list[str]
+    wheel: Path
+    digest: str
+    report: ScanReport
+
+
+def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
+            pyproject: Path = release.PYPROJECT) -> Published:
+    """Write the student distribution into ``dest`` (empty or new), then scan it."""
+    dest = Path(dest).resolve()
+    if dest == REPO_ROOT or REPO_ROOT.is_relative_to(dest) or dest.is_relative_to(REPO_ROOT):
+        raise PublishError(f"{dest}: write the distribution outside this repository (it is a repository of its own)")
+    if dest.exists() and any(dest.iterdir()):
+        raise PublishError(f"{dest} is not empty: publish writes a new folder (delete it, or name another)")
+    setting = release.read_setting(pyproject)
+    values = dict(version=setting.version, repository=setting.repository, wheel=setting.wheel)
+    dest.mkdir(parents=True, exist_ok=True)
+
+    for name in COPIED:
+        source, target = REPO_ROOT / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=IGNORED)
+        else:
+            shutil.copy2(source, target)
+    (dest / "_config.yml").write_text(_student_config(setting), encoding="utf-8")
+    assignments = release.generate(source_dir, dest / "exercises", write_install=False)
+    values["assignments"] = ", ".join(f"`{a}`" for a in assignments)
+    for template, name in [("README.md", "README.md"), ("Makefile", "Makefile"), ("requirements.txt", "requirements.txt"),
+                           ("pyproject.toml", "pyproject.toml"), ("gitignore", ".gitignore")]:
+        (dest / name).write_text(_fill((TEMPLATES / template).read_text(encoding="utf-8"), **values), encoding="utf-8")
+    # The chapters' Colab notebooks download book/*.py from the repository in _config.yml: the public one.
+    chapters = subprocess.run([sys.executable, str(dest / "book" / "_ext" / "chapter_notebooks.py")],
+                              capture_output=True, text=True, cwd=dest)
+    if chapters.returncode:
+        raise PublishError(f"could not write the chapters' notebooks: {chapters.stderr.strip()[-1000:]}")
+
+    wheel = build_wheel(dest, dest / "dist")
+    digest = sha256(wheel)
+    pin_setup_cells(dest / "exercises", assignments, digest, pyproject)
+    if site:
+        build_site(dest)
+    report = scan(dest, secret_lines(source_dir, dest / "exercises"))
+    return Published(dest, assignments, wheel, digest, report)
+
+
+def build_site(dist: Path) -> Path:
+    """Build the book of the distribution, from the distribution alone, into dist/_build/html."""
+    book = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", str(dist),
+                           "--warningiserror", "--keep-going"], capture_output=True, text=True, cwd=dist)
+    if book.returncode:
+        raise PublishError(f"jupyter-book could not build the site of {dist}:\n{book.stdout[-2000:]}{book.stderr[-2000:]}")
+    return dist / "_build" / "html"
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def add_command(commands) -> None:
+    cmd = commands.add_parser(
+        "publish", help="write the student distribution (the public repository) into DIR",
+        description="Write the students' edition of the course into DIR, a folder to push as the public "
+                    "repository: the book, the released exercises, the checks and their wheel (dist/), its "
+                    "own README; no model solution, no hidden test. Every file is then scanned for lines "
+                    "of the model solutions and hidden tests; any hit fails the command (exit 1).")
+    cmd.add_argument("dest", type=Path, metavar="DIR", help="a new or empty folder outside this repository")
+    cmd.add_argument("--site", action="store_true", help="also build the site into DIR/_build/html (a minute or more)")
+    cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
+    cmd.set_defaults(run=_run)
+
+
+def _run(args) -> int:
+    try:
+        done = publish(args.dest, site=args.site, source_dir=args.source)
+    except PublishError as err:
+        print(f"autograder: publish: error: {err}", file=sys.stderr)
+        return 2
+    print(f"published {len(done.assignments)} assignments to {done.folder}")
+    print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): upload it as the release asset")
+    print(done.report.summary())
+    for file, line, where in done.report.hits:
+        print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)
+    if done.report.hits:
+        print("autograder: publish: error: the distribution holds lines of model solutions or hidden tests; "
+              "do not push it", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,176 @@
+"""The student distribution (`python -m autograder publish DIR`): nothing of the answer key in it.
+
+One distribution, written by the command as an instructor runs it, serves every test: the scan
+of every file for every secret line (autograder.publish says what one is), a scan that must fail
+when one solution line is planted, what the distribution holds, a released notebook's setup cell
+in a fresh environment (it installs the wheel from a local folder standing in for the release,
+offline, then passes every visible test with the model solution pasted), and last the site,
+built from the distribution alone and scanned too.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import nbformat
+import pytest
+import yaml
+
+from autograder import publish, release
+from classroom import REPO, reference_code
+from test_install import fresh_venv, kernel
+
+ASSIGNMENT = "01-self-attention"  # the smallest; every setup cell installs the same way
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """(DIST, the command's output): `python -m autograder publish DIST`, run from elsewhere."""
+    tmp = tmp_path_factory.mktemp("publish")
+    dist = tmp / "student-repository"
+    run = subprocess.run([sys.executable, "-m", "autograder", "publish", str(dist)], cwd=tmp, capture_output=True,
+                         text=True, timeout=1800)
+    assert (dist / "dist").is_dir(), run.stdout[-3000:] + run.stderr[-5000:]
+    return dist, run
+
+
+def _scan(dist):
+    report = publish.scan(dist, publish.secret_lines(REPO / "solutions", dist / "exercises"))
+    print(report.summary())  # the figures, for the record (pytest -s)
+    return report
+
+
+def _hits(report) -> str:
+    return "\n".join(f"{file}: {line!r} ({where})" for file, line, where in report.hits)
+
+
+def test_no_file_of_the_distribution_holds_a_line_of_a_model_solution_or_a_hidden_test(published):
+    dist, run = published
+    report = _scan(dist)
+    assert report.hits == [], _hits(report)
+    assert run.returncode == 0 and report.summary() in run.stdout, run.stdout + run.stderr[-3000:]
+    # what was scanned: every file (the wheel's members, the notebooks), secrets from every assignment
+    secrets = publish.secret_lines(REPO / "solutions", dist / "exercises")
+    assert report.secrets == len(secrets) > 300
+    assert {where.split("/")[0] for where in secrets.values()} == set(release.find_assignments(REPO / "solutions"))
+    files = {str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file()}
+    assert report.files == len(files) and f"dist/{release.read_setting().wheel}" in files - set(report.binary)
+
+
+def test_one_planted_solution_line_fails_the_scan(published, tmp_path):
+    """The same solution line, hidden as a student could find it: in a page's highlighted code,
+    in a notebook's JSON, in a module of the wheel. Each is found, and only it."""
+    dist, _ = published
+    secrets = publish.secret_lines(REPO / "solutions", dist / "exercises")
+    line, where = next((s, w) for s, w in secrets.items() if w.startswith("03-qkv") and "softmax" in s)
+    assert not publish.scan(dist / "book", secrets).hits
+    page = tmp_path / "page.html"
+    page.write_text("<pre>" + "".join(f'<span class="n">{word}</span> ' for word in line.split()) + "</pre>")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x = 1\n    {line}  # planted\n")])
+    nbformat.write(notebook, tmp_path / "planted.ipynb")
+    wheel = tmp_path / next((dist / "dist").glob("*.whl")).name
+    shutil.copy2(next((dist / "dist").glob("*.whl")), wheel)
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr("attention_checks/planted.py", f"def f(scores):\n    {line}\n")
+    report = publish.scan(tmp_path, secrets)
+    assert sorted((file, secret) for file, secret, _ in report.hits) == \
+        sorted([("page.html", line), ("planted.ipynb", line), (wheel.name, line)])
+
+
+def test_the_distribution_is_the_students_edition(published):
+    dist, _ = published
+    setting = release.read_setting()
+    present = {p.name for p in dist.iterdir()}
+    assert not present & {"solutions", "autograder", "tests", "instructor", "benchmarks"}
+    assert {"book", "exercises", "attention_checks", "README.md", "_config.yml", "_toc.yml", "dist"} <= present
+    config = yaml.safe_load((dist / "_config.yml").read_text())
+    assert config["repository"]["url"] == setting.repository
+    readme = (dist / "README.md").read_text()
+    assert "make site" in readme and "make lab" in readme and setting.repository in readme
+    assert "{version}" not in readme and f"v{setting.version}" in readme
+    assert sorted(p.name for p in (dist / "exercises").iterdir()) == release.find_assignments(REPO / "solutions")
+    # every setup cell installs this very wheel, its sha256 pinned
+    (wheel,) = (dist / "dist").glob("*.whl")
+    assert wheel.name == setting.wheel
+    assert release.install_problems([dist / "exercises"], sha256=publish.sha256(wheel)) == []
+    with zipfile.ZipFile(wheel) as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {
+            "attention_checks", f"attention_checks-{setting.version}.dist-info"}
+    # the same sources give the same wheel, byte for byte (the pinned hash stays right)
+    again = publish.build_wheel(dist, dist.parent / "again")
+    assert publish.sha256(again) == publish.sha256(wheel)
+
+
+def _cell(nb, grade_id: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_a_released_setup_cell_installs_the_wheel_offline_and_the_visible_tests_pass(published, tmp_path,
+                                                                                   monkeypatch):
+    from nbclient import NotebookClient
+
+    dist, _ = published
+    setting = release.read_setting()
+    python = fresh_venv(tmp_path)
+    assert subprocess.run([python, "-c", "import attention_checks"], capture_output=True, cwd=tmp_path).returncode
+    name = kernel(tmp_path, python, monkeypatch)
+    (wheel,) = (dist / "dist").glob("*.whl")
+    stand_in = tmp_path / "release"  # the release's assets, on this machine
+    stand_in.mkdir()
+    shutil.copy2(wheel, stand_in)
+    tampered = tmp_path / "tampered"  # another wheel under the same name: its hash differs
+    tampered.mkdir()
+    shutil.copy2(wheel, tampered / wheel.name)
+    with zipfile.ZipFile(tampered / wheel.name, "a") as archive:
+        archive.writestr("attention_checks/extra.py", "")
+    work = tmp_path / "colab"  # the student's folder: no attention_checks in it or above it
+    work.mkdir()
+    assert not [p for p in [work, *work.parents] if (p / "attention_checks").exists()]
+
+    released = nbformat.read(next((dist / "exercises" / ASSIGNMENT).glob("*.ipynb")), as_version=4)
+    setup = _cell(released, "setup").source
+    assert setup.count(setting.release_url) == 1 and publish.sha256(wheel) in setup
+    at = lambda folder: setup.replace(setting.release_url, folder.as_uri() + "/")  # noqa: E731
+    where = "import attention_checks, importlib.metadata as m; print(attention_checks.__file__, m.version('attention-checks'))"
+    # the released notebook's cells after the setup cell, each solution cell with the model solution
+    model = reference_code(ASSIGNMENT)
+    rest = [nbformat.v4.new_code_cell(model.get(c.metadata["nbgrader"]["grade_id"], c.source))
+            for c in released.cells[released.cells.index(_cell(released, "setup")) + 1:] if c.cell_type == "code"]
+    visible = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade") and "check_" in c.source]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(at(tmp_path / "missing")),
+                                         nbformat.v4.new_code_cell(at(tampered)),
+                                         nbformat.v4.new_code_cell(at(stand_in)),
+                                         nbformat.v4.new_code_cell(where), *rest], metadata=released.metadata)
+    NotebookClient(nb, timeout=600, kernel_name=name, allow_errors=True,
+                   resources={"metadata": {"path": str(work)}}).execute()
+
+    missing, wrong, installed, found, *tests = [c.outputs for c in nb.cells]
+    for outputs, reason in ((missing, "No such file"), (wrong, "DO NOT MATCH THE HASHES")):
+        errors = [o for o in outputs if o.output_type == "error"]
+        assert len(errors) == 1 and errors[0].ename == "ImportError", outputs
+        paragraph = errors[0].evalue
+        assert "Could not install the course's check helpers" in paragraph and reason in paragraph, paragraph
+        assert f"git clone {setting.repository}" in paragraph and "exercises/" in paragraph
+    assert not [o for o in installed if o.output_type == "error"], installed
+    text = "".join(o.get("text", "") for o in found)
+    assert f"{tmp_path / 'venv'}" in text and text.strip().endswith(setting.version), text
+    assert not [o for outputs in tests for o in outputs if o.output_type == "error"], tests
+    checks = [o.get("text", "") for outputs in tests for o in outputs]
+    assert len(visible) == sum("✓" in t for t in checks) > 0, checks
+
+
+def test_the_site_builds_from_the_distribution_alone_and_holds_none_either(published, tmp_path, monkeypatch):
+    """The book built from the distribution's folder alone (as `publish --site` and a student's
+    `make site` build it); every page, search index and copied source scanned (about a minute,
+    more on a busy machine)."""
+    dist, _ = published
+    if "COURSE_MODEL_CACHE" not in os.environ:  # the chapters train their models once, here
+        monkeypatch.setenv("COURSE_MODEL_CACHE", str(tmp_path / "models"))
+    html = publish.build_site(dist)
+    assert (html / "index.html").is_file() and (html / "exercises" / ASSIGNMENT).is_dir()
+    report = _scan(dist)
+    assert report.hits == [], _hits(report)
+    assert any(name.endswith(".png") for name in report.binary)  # figures: read as bytes, scanned too
