@@ -1,0 +1,10 @@
+# Counts positions from 1 (the first token rotated by θ).
+# expect: partial
+# hint: position 0 is not rotated
+# %% cell: apply_rope
+def apply_rope(x, positions, base=10000.0):
+    half = x.shape[-1] // 2
+    theta = base ** (-2 * torch.arange(half, device=x.device, dtype=x.dtype) / x.shape[-1])
+    angle = (positions + 1).to(x.dtype)[:, None] * theta
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * angle.cos() - x2 * angle.sin(), x1 * angle.sin() + x2 * angle.cos()], dim=-1)
