@@ -117,18 +117,25 @@ class Course:
 
     def __init__(self, root: Path, source_dir: Path = SOLUTIONS_DIR, cell_timeout: int = 60,
                  notebook_timeout: int = 300, memory_limit: int = 4 * 1024**3, sandbox: bool = True,
-                 warm_kernels: bool = True, copy_of: Path | None = None):
+                 warm_kernels: bool = True, copy_of: Path | None = None, assignments: list[str] | None = None):
         """``copy_of``: the root of a generated course with the same source to start from
-        (a grading worker copies the CLI's course instead of generating its own)."""
+        (a grading worker copies the CLI's course instead of generating its own).
+        ``assignments``: only these of the source (the ones a class submitted), default all."""
         if sandbox and not bwrap_available():
             raise CourseError("grading runs student code in a bubblewrap sandbox, but `bwrap` (or `prlimit`) "
                               "is not installed: `apt-get install bubblewrap` (make setup does it), or pass "
                               "--no-sandbox to grade without isolation")
         self.root = Path(root)
         self.source_dir = Path(source_dir)
-        self.assignments = find_assignments(self.source_dir)
         if copy_of:
             shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "kernel-*"))
+        known = find_assignments(self.source_dir)
+        unknown = sorted(set(assignments or []) - set(known))
+        if unknown:
+            raise CourseError(f"no source notebooks for {', '.join(unknown)} in {self.source_dir}")
+        if copy_of:  # the assignments the copied course has
+            known = find_assignments(self.root / "source")
+        self.assignments = known if assignments is None else sorted(assignments)
         for assignment in [] if copy_of else self.assignments:
             shutil.copytree(self.source_dir / assignment, self.root / "source" / assignment,
                             ignore=shutil.ignore_patterns(*IGNORED))
@@ -157,8 +164,10 @@ class Course:
                               f"{result.get('error') or result.get('log')}")
         return self.root / "release" / assignment
 
-    def generate_all(self) -> None:
+    def generate_all(self, progress=lambda assignment: None) -> None:
+        """Generate the course's assignments; ``progress(assignment)`` is told before each."""
         for assignment in self.assignments:
+            progress(assignment)
             self.generate(assignment)
 
     @functools.cache

@@ -58,9 +58,11 @@ def record_assignments(db_url: str, source_dir: Path, assignments: list[str], co
             shutil.copytree(source_dir / assignment, Path(tmp, "source", assignment),
                             ignore=shutil.ignore_patterns(*IGNORED))
             result = api.generate_assignment(assignment, force=True, create=True)
-            if not result["success"]:
-                raise CourseError(f"nbgrader generate_assignment failed for {assignment}:\n"
-                                  f"{result.get('error') or result.get('log')}")
+            if not result["success"]:  # one line, the cause: nbgrader's log holds its tracebacks
+                from .runner import _nbgrader_error
+
+                raise CourseError(f"nbgrader could not record {assignment} in the gradebook {db_url}: "
+                                  f"{_nbgrader_error(result.get('log') or result.get('error') or '')}; nothing was recorded")
 
 
 def _names(student: Student | None) -> dict:
@@ -92,13 +94,27 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     unknown = sorted(set(assignments) - set(find_assignments(source_dir)))
     if unknown:
         raise CourseError(f"no source notebooks for {', '.join(unknown)} in {source_dir}")
+    database = Path(db_url.removeprefix("sqlite:///")) if db_url.startswith("sqlite:///") else None
+    if database is not None and database.is_dir():
+        raise CourseError(f"the gradebook {database} is a folder: give the path of a gradebook.db file "
+                          "(created if it does not exist); nothing was recorded")
     try:
         recorded = _record(results, db_url, source_dir, assignments, course_id, roster)
-    except SQLAlchemyError as err:  # a wrong URL, a database of another nbgrader version, ...
-        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {err}") from err
+    except SQLAlchemyError as err:  # a wrong URL, a read-only database, one of another nbgrader version, ...
+        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}") from err
     if course_dir is not None:
+        copy_source(source_dir, course_dir, assignments)
         copy_autograded(results_dir, course_dir, [r for r in results if r["status"] not in NOT_SUBMITTED])
     return recorded
+
+
+def copy_source(source_dir: Path, course_dir: Path, assignments: list[str]) -> None:
+    """The source notebooks to ``course_dir/source/<assignment>/``, where formgrader lists the
+    course's assignments from (nbgrader's layout); an assignment the course has already is left as it is."""
+    for assignment in assignments:
+        target = course_dir / "source" / assignment
+        if not target.exists():
+            shutil.copytree(source_dir / assignment, target, ignore=shutil.ignore_patterns(*IGNORED))
 
 
 def copy_autograded(results_dir: Path, course_dir: Path, results: list[dict]) -> None:
@@ -160,7 +176,6 @@ def add_command(commands) -> None:
     cmd.add_argument("results", type=Path, metavar="RESULTS")
     add_options(cmd, required=True)
     cmd.add_argument("--source", type=Path, default=None, help="folder of source notebooks (default: solutions/)")
-    cmd.add_argument("--roster", type=Path, metavar="CSV", help="students' names and emails (see export --roster)")
     cmd.set_defaults(run=_run)
 
 
@@ -171,8 +186,11 @@ def add_options(parser, required: bool = False) -> None:
     parser.add_argument("--course-id", default="", metavar="ID",
                         help="the nbgrader course id (CourseDirectory.course_id; default: nbgrader's, empty)")
     parser.add_argument("--course-dir", type=Path, metavar="DIR",
-                        help="the nbgrader course folder whose autograded/ formgrader reads (default: the "
-                             "gradebook file's folder)")
+                        help="the nbgrader course folder whose source/ and autograded/ formgrader reads (default: "
+                             "the gradebook file's folder)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="students' names and emails for the gradebook, which formgrader shows: collect's "
+                             "students.csv or the LMS's export (see export --roster)")
 
 
 def _run(args) -> int:
@@ -188,8 +206,11 @@ def _run(args) -> int:
 
 def after_grading(args) -> None:
     """``grade --gradebook``: record the fresh results."""
+    from .lms import read_roster
+
     if args.gradebook:
-        n = write_gradebook(args.out.resolve(), gradebook_url(args.gradebook), args.source, args.course_id,
-                            course_dir=course_folder(args.gradebook, args.course_dir))
+        roster = read_roster(args.roster) if args.roster else None
+        n = write_gradebook(args.out.resolve(), gradebook_url(args.gradebook), args.source, args.course_id, roster,
+                            course_folder(args.gradebook, args.course_dir))
         if not args.quiet:
             print(f"recorded {n} graded notebooks in {args.gradebook}")

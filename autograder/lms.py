@@ -35,12 +35,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, SubmissionsError
+from .report import NAMES_AS_ON_DISK, csv_text, read_cell
+from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, SubmissionsError, zip_members
 
 PATTERNS = {
     "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
     "moodle": r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)",
 }
+
+
+def guess_download(root: Path) -> str | None:
+    """The LMS whose bulk download ``root`` looks like ('canvas', 'moodle'): most of its files
+    are named as that LMS names them. None for anything else."""
+    files = [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))[:2000] if p.is_file()]
+    for lms, pattern in PATTERNS.items():
+        if files and 2 * sum(re.fullmatch(pattern, f) is not None for f in files) >= len(files):
+            return lms
+    return None
+
+
 # A copy's number in an uploaded name: Canvas's "qkv-1.ipynb", a browser's "qkv (2).ipynb".
 _COPY_NUMBER = re.compile(r"(?:-(\d+)| \((\d+)\))$")
 _SAFE_ID = re.compile(r"[\w.@+-]+")
@@ -81,13 +94,9 @@ def read_roster(path: Path) -> list[Student]:
     ``email``, ``sis_user_id``, ``sis_login_id``, ``section``), or the LMS's own export as it
     comes: Canvas's gradebook export (``Student``, ``ID``, ...) or Moodle's grading worksheet
     (``Identifier``, ``Full name``, ...), where the LMS id is the student id."""
-    try:
-        rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise SubmissionsError(f"cannot read the roster {path}: {err}") from err
+    rows = read_csv(path, "the roster ")
     students = []
     for row in rows:
-        row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
         if "student_id" in row:
             student = Student(**{k: row.get(k, "") for k in Student.__dataclass_fields__})
             student.lms_id = student.lms_id or student.student_id
@@ -137,9 +146,9 @@ def _entries(download: Path) -> list[Entry]:
                       p.read_bytes, p.is_symlink()) for p in sorted(download.rglob("*")) if p.is_file() or p.is_symlink()]
     try:
         archive = zipfile.ZipFile(download)
-        members = [m for m in archive.infolist() if not m.is_dir()]
-    except (zipfile.BadZipFile, OSError) as err:
-        raise SubmissionsError(f"cannot read {download}: {err}") from err
+        members = zip_members(archive)
+    except ZIP_ERRORS as err:
+        raise SubmissionsError(f"cannot read {download}: {type(err).__name__}: {err}") from err
     if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
         raise SubmissionsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
     return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
@@ -160,6 +169,13 @@ def _notebook_for(file: str, notebooks: list[str]) -> str | None:
         return notebooks[0]
     stem = _COPY_NUMBER.sub("", PurePosixPath(file).stem)
     return next((nb for nb in notebooks if stem == nb or stem.endswith(f"_{nb}")), None)
+
+
+# Why a file of a student collect knows is not placed: these reach the student's row in grades.csv.
+NOT_A_NOTEBOOK = "not a notebook (.ipynb)"
+NOT_THIS_ASSIGNMENT = "not one of the assignment's notebooks"
+UNREADABLE = "cannot be read from the download"
+LATE = "submitted late (the LMS's late flag)"
 
 
 def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pattern: str,
@@ -199,11 +215,11 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
             continue
         file = groups.get("file") or PurePosixPath(entry.path).name
         if not file.endswith(".ipynb"):
-            placement.reason = "not a notebook (.ipynb)"
+            placement.reason = NOT_A_NOTEBOOK
             continue
         notebook = _notebook_for(file, notebooks)
         if notebook is None:
-            placement.reason = f"not one of the assignment's notebooks ({', '.join(n + '.ipynb' for n in notebooks)})"
+            placement.reason = f"{NOT_THIS_ASSIGNMENT} ({', '.join(n + '.ipynb' for n in notebooks)})"
             continue
         placement.status, placement.reason = "placed", ""
         placement.target = f"{student}/{assignment}/{notebook}.ipynb"
@@ -222,9 +238,15 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
         raise SubmissionsError(f"{out} already holds {len(taken)} of these students' {assignment} "
                                f"({', '.join(taken[:3])}, ...): collect into a new folder, or remove them first")
     for _, entry, placement in chosen.values():
+        try:
+            data = entry.read()
+        except ZIP_ERRORS as err:  # a damaged member: this file is not placed, the others are
+            placement.status, placement.target = "unplaced", ""
+            placement.reason = f"{UNREADABLE} ({type(err).__name__}: {err})"
+            continue
         target = out / placement.target
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(entry.read())
+        target.write_bytes(data)
         os.utime(target, (entry.mtime.timestamp(), entry.mtime.timestamp()))
     return report
 
@@ -252,6 +274,31 @@ def _identify(groups: dict, have_roster: bool, by_id: dict, by_lms: dict, by_nam
     return student, ""
 
 
+def collect_notes(folder: Path, assignments: list[str]) -> dict[tuple[str, str], tuple[str, bool]]:
+    """(student id, assignment) -> (what collect said about the student's files, late), from
+    the ``collect-<assignment>.csv`` reports in ``folder`` (SUBMISSIONS): a late flag, files
+    superseded by a later one, files not placed (not a notebook, another assignment's, unreadable).
+    A student with no placed file is in it too: grade reports them missing with this reason."""
+    notes = {}
+    for assignment in assignments:
+        report = folder / f"collect-{assignment}.csv"
+        if not report.is_file():
+            continue
+        by_student: dict[str, list[dict]] = {}
+        for row in read_csv(report):
+            mine = row["status"] in ("placed", "superseded") or row["reason"].startswith(
+                (NOT_A_NOTEBOOK, NOT_THIS_ASSIGNMENT, UNREADABLE))
+            if row["student_id"] and mine:
+                by_student.setdefault(row["student_id"], []).append(row)
+        for student, rows in by_student.items():
+            late = any(r["late"] and r["status"] == "placed" for r in rows)
+            said = [LATE] if late else []
+            said += [f"{PurePosixPath(r['file']).name}: {'superseded by a later file' if r['status'] == 'superseded' else 'not graded: ' + r['reason']}"
+                     for r in rows if r["status"] != "placed"]
+            notes[(student, assignment)] = ("; ".join(said), late)
+    return notes
+
+
 def students_seen(report: list[Placement], roster: list[Student] | None) -> list[Student]:
     """The students of the placed files, with their LMS id and name (for ``export --roster``)."""
     known = {s.student_id: s for s in roster or []}
@@ -263,22 +310,33 @@ def students_seen(report: list[Placement], roster: list[Student] | None) -> list
 
 
 def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
-    """UTF-8 with a byte-order mark, so that Excel (where instructors open these) reads accents."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    """UTF-8 with a byte-order mark, so that Excel (where instructors open these) reads accents;
+    no cell is a formula there (``report.spreadsheet_cell``); a file name that is not UTF-8 is
+    written as its bytes on disk, as in grades.csv."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(buffer.getvalue(), encoding="utf-8-sig")
+    tmp.write_text(csv_text(header, rows), encoding="utf-8-sig", errors=NAMES_AS_ON_DISK)
     os.replace(tmp, path)
 
 
+def read_csv(path: Path, what: str = "") -> list[dict[str, str]]:
+    """The rows of a CSV this tool or an LMS wrote, each cell stripped and as it was before
+    ``write_csv`` made it safe for a spreadsheet."""
+    try:
+        rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK))))
+    except (OSError, csv.Error) as err:
+        raise SubmissionsError(f"cannot read {what}{path}: {err}") from err
+    return [{(k or "").strip(): read_cell((v or "").strip()) for k, v in row.items()} for row in rows]
+
+
 def write_collect_report(out: Path, assignment: str, report: list[Placement], roster: list[Student] | None) -> Path:
-    """``out/collect-<assignment>.csv`` (every file and what happened to it) and ``out/students.csv``
-    (a roster of the students collected so far, merged over assignments)."""
+    """``out/collect-<assignment>.csv`` (every file and what happened to it, after the files of
+    the downloads collected before into ``out``) and ``out/students.csv`` (a roster of the
+    students collected so far, merged over assignments)."""
     path = out / f"collect-{assignment}.csv"
-    write_csv(path, ["file", "status", "student_id", "name", "late", "target", "reason"],
-              [[p.file, p.status, p.student_id, p.name, "yes" if p.late else "", p.target, p.reason] for p in report])
+    columns = ["file", "status", "student_id", "name", "late", "target", "reason"]
+    earlier = [[row[c] for c in columns] for row in read_csv(path)] if path.is_file() else []  # another download
+    write_csv(path, columns, earlier + [[p.file, p.status, p.student_id, p.name, "yes" if p.late else "", p.target,
+                                         p.reason] for p in report])
     students = {s.student_id: s for s in (read_roster(out / "students.csv") if (out / "students.csv").is_file() else [])}
     students.update({s.student_id: s for s in students_seen(report, roster)})
     fields = list(Student.__dataclass_fields__)
@@ -301,6 +359,7 @@ class Row:
     status: str
     reason: str
     to_grade_by_hand: float = 0.0  # written answers' points not graded yet (not in score)
+    late: bool = False  # the LMS marked it late (collect's report)
 
 
 def _number(text: str | float | None) -> float:
@@ -337,10 +396,7 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     graded students. With one: its students, each graded or missing; graded students not on it
     (another section or LMS) are left out, since the LMS would not know them. With ``gradebook``
     (an nbgrader database URL), graded students get their final score there."""
-    try:
-        rows = list(csv.DictReader(io.StringIO(grades_csv.read_text(encoding="utf-8"))))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise SubmissionsError(f"cannot read {grades_csv}: {err}") from err
+    rows = read_csv(grades_csv)
     assignments = sorted({r["assignment"] for r in rows})
     if assignment is None:
         if len(assignments) != 1:
@@ -365,7 +421,7 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
         if r["student_id"] in final and r["status"] not in NOT_GRADED:
             score, pending = _shown(final[r["student_id"]][0]), final[r["student_id"]][1]
         out.append(Row(student, "" if r["status"] in NOT_GRADED else score, max_score, r["status"], r["reason"],
-                       pending))
+                       pending, r.get("late") == "yes"))
     for student in known.values():  # on the roster, absent from every submission
         out.append(Row(student, "", max_score, "missing", "nothing was submitted"))
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
@@ -381,13 +437,26 @@ def _note(row: Row) -> str:
     return "; ".join(filter(None, [row.reason, pending]))
 
 
+def penalise_late(rows: list[Row], percent: float) -> None:
+    """Take ``percent`` of the maximum off each late student's grade (never below 0), and say so."""
+    for row in rows:
+        if row.late and row.score:
+            penalty = _number(row.max_score) * percent / 100
+            row.score = _shown(round(max(0.0, _number(row.score) - penalty), 2))
+            row.reason = "; ".join(filter(None, [row.reason, f"late: {_shown(round(penalty, 2))} points off "
+                                                             f"(--late-penalty {_shown(percent)}%)"]))
+
+
 def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
            roster: list[Student] | None = None, column: str | None = None,
-           gradebook: str | None = None) -> tuple[list[Row], list[str]]:
+           gradebook: str | None = None, late_penalty: float = 0.0) -> tuple[list[Row], list[str]]:
     """Write ``out`` in the LMS's import format; returns the rows written and the graded students
     left out (not on the roster). ``gradebook``: an nbgrader database URL to take the final
-    scores from (after grading by hand in formgrader)."""
+    scores from (after grading by hand in formgrader). ``late_penalty``: the percent of the
+    maximum taken off a late submission (default none: late is reported, not penalised)."""
     assignment, rows, left_out = grade_rows(grades_csv, assignment, roster, gradebook)
+    if late_penalty:
+        penalise_late(rows, late_penalty)
     if fmt == "canvas":
         # Canvas's gradebook import: the columns of its own export. Canvas finds each student by
         # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
@@ -409,9 +478,10 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
                   "Yes", "-", now, _note(r)] for r in rows]
     elif fmt == "csv":
         header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason",
-                  "to_grade_by_hand"]
+                  "to_grade_by_hand", "late"]
         lines = [[r.student.student_id, r.student.lms_id, r.student.name, r.student.email, assignment,
-                  r.score, r.max_score, r.status, r.reason, _shown(r.to_grade_by_hand)] for r in rows]
+                  r.score, r.max_score, r.status, r.reason, _shown(r.to_grade_by_hand), "yes" if r.late else ""]
+                 for r in rows]
     else:
         raise SubmissionsError(f"unknown format {fmt!r}: canvas, moodle or csv")
     write_csv(out, header, lines)
@@ -463,6 +533,9 @@ def add_commands(commands) -> None:
     exp.add_argument("--gradebook", metavar="URL_OR_PATH",
                      help="take each graded student's final score from this nbgrader gradebook (written answers "
                           "graded by hand in formgrader; see export-gradebook); default: RESULTS' autograded points")
+    exp.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
+                     help="take PERCENT of the maximum off the grade of a submission the LMS marked late "
+                          "(default: none; late is reported in the reason, not penalised)")
     exp.set_defaults(run=_export)
 
 
@@ -499,12 +572,15 @@ def _export(args) -> int:
     from .gradebook import gradebook_url
 
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
-    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook)
+    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
+                            args.late_penalty)
     for student_id in left_out:
         print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
     for row in rows:
         if row.status in NOT_GRADED:
             print(f"no grade: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
+        elif row.reason and args.format == "canvas":  # Canvas's import has no column for it
+            print(f"note: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
     pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
     for row in pending:
         print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "

@@ -12,6 +12,7 @@ import html
 import io
 import json
 import os
+import re
 import shutil
 from dataclasses import replace
 from itertools import groupby
@@ -22,11 +23,43 @@ from .results import NotebookResult, worst_status
 
 # score and max_score: the autograded tests' points; written_points: the written answers' points
 # (graded by hand in formgrader, not in max_score); to_grade_by_hand: those that await a person.
+# late: "yes" when the LMS marked the submission late (collect's report), reported, not penalised.
 GRADES_COLUMNS = ["student_id", "assignment", "score", "max_score", "status", "reason", "written_points",
-                  "to_grade_by_hand"]
+                  "to_grade_by_hand", "late"]
 # A folder name that is not UTF-8 (Python holds its bytes as surrogates) is written back as
 # the same bytes, instead of failing the whole report.
 NAMES_AS_ON_DISK = "surrogateescape"
+
+
+# A cell that starts with one of these is a formula (or, with a tab or a carriage return, may
+# become one) when Excel or LibreOffice opens the file: a student's name "=HYPERLINK(...)".
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|-")
+
+
+def spreadsheet_cell(value) -> str:
+    """A CSV cell that a spreadsheet shows as text, as OWASP recommends against CSV injection:
+    a cell that starts like a formula gets a leading ``'`` (a plain number such as ``-1``, or a
+    lone ``-``, is left alone), and so does a cell that starts with ``'`` itself, so that
+    ``read_cell`` gives back exactly what was written."""
+    text = str(value)
+    if text.startswith(FORMULA_STARTS + ("'",)) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def read_cell(text: str) -> str:
+    """A cell as ``spreadsheet_cell`` was given it (one leading ``'`` removed)."""
+    return text[1:] if text.startswith("'") else text
+
+
+def csv_text(header: list[str], rows) -> str:
+    """CSV with every cell made safe for a spreadsheet (``spreadsheet_cell``)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([spreadsheet_cell(cell) for cell in row] for row in rows)
+    return buffer.getvalue()
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -42,8 +75,10 @@ def _number(x: float) -> float | int:
 class ResultsWriter:
     """Collects results as they come and writes the results folder at the end."""
 
-    def __init__(self, out_dir: Path):
+    def __init__(self, out_dir: Path, late: set[tuple[str, str]] = frozenset()):
+        """``late``: the (student id, assignment) that the LMS marked late."""
         self.out_dir = out_dir
+        self.late = late
         self.results: list[NotebookResult] = []
         self.staging = out_dir / ".feedback-staging"
         self.autograded = out_dir / ".autograded-staging"
@@ -53,6 +88,7 @@ class ResultsWriter:
             staging.mkdir()
 
     def add(self, result: NotebookResult, feedback_html: str | None) -> None:
+        result = replace(result, late=(result.student_id, result.assignment) in self.late)
         folder = Path(result.student_id, result.assignment)
         target = self.staging / folder / f"{result.notebook}.html"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -84,17 +120,16 @@ def _replace_folder(new: Path, target: Path) -> None:
 
 def grades_csv(results: list[NotebookResult]) -> str:
     """One row per student and assignment: the sum over the assignment's notebooks."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(GRADES_COLUMNS)
+    rows = []
     for (student_id, assignment), group in groupby(results, key=lambda r: (r.student_id, r.assignment)):
         group = list(group)
         reasons = [r.reason if len(group) == 1 else f"{r.notebook}: {r.reason}" for r in group if r.reason]
-        writer.writerow([student_id, assignment,
-                         _number(fsum(r.score for r in group)), _number(fsum(r.max_score for r in group)),
-                         worst_status(r.status for r in group), "; ".join(reasons),
-                         _number(fsum(r.written_points for r in group)), _number(fsum(r.to_grade_by_hand for r in group))])
-    return buffer.getvalue()
+        rows.append([student_id, assignment,
+                     _number(fsum(r.score for r in group)), _number(fsum(r.max_score for r in group)),
+                     worst_status(r.status for r in group), "; ".join(reasons),
+                     _number(fsum(r.written_points for r in group)), _number(fsum(r.to_grade_by_hand for r in group)),
+                     "yes" if any(r.late for r in group) else ""])
+    return csv_text(GRADES_COLUMNS, rows)
 
 
 def _status_page(result: NotebookResult) -> str:

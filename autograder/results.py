@@ -57,6 +57,7 @@ class NotebookResult:
     reason: str = ""
     written_points: float = 0.0  # the written answers' points: graded by hand, not in max_score
     to_grade_by_hand: float = 0.0  # of those, the points that await a person (answers not graded yet)
+    late: bool = False  # the LMS marked it late (collect's report): reported; export --late-penalty penalises it
     # The autograded notebook (JSON), which formgrader shows for hand grading; the report writes
     # it to RESULTS/autograded/ and drops it, so it is never in results.json or kept in memory.
     autograded: str = field(default="", repr=False, compare=False)

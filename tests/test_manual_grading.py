@@ -49,7 +49,10 @@ def graded(tmp_path_factory):
     (subs / "absent" / ASSIGNMENT).mkdir(parents=True)
     course.mkdir()
     (course / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.root = '.'\n")
-    run = grade(subs, results, "--jobs", "2", "--gradebook", course / "gradebook.db")
+    roster = tmp / "students.csv"  # as collect writes it
+    roster.write_text("student_id,lms_id,name,email\nanswered,1,Ana Answered,ana@example.org\n"
+                      "blank,2,\"Blank, Bo\",bo@example.org\nstub,3,Stu Stub,\nabsent,4,Ab Sent,\n", encoding="utf-8")
+    run = grade(subs, results, "--jobs", "2", "--gradebook", course / "gradebook.db", "--roster", roster)
     assert run.returncode == 0, run.stderr
     return tmp, results, course
 
@@ -81,6 +84,20 @@ def test_the_feedback_page_shows_the_answer_as_graded_by_hand_later(graded):
     assert not re.search(r"Written response\s*\(Score: 0", text)  # not as 0 points
     blank = html.unescape(re.sub(r"<[^>]+>", " ", (results / "feedback" / "blank" / ASSIGNMENT / f"{NB}.html").read_text()))
     assert "YOUR ANSWER HERE" in blank and "graded by hand later" not in blank
+
+
+def test_formgrader_lists_the_assignment_and_the_students_by_name(graded):
+    """What formgrader's pages show comes from nbgrader's API over the course folder that
+    grade --gradebook filled: the assignment (from source/), each submission with the name
+    from --roster."""
+    _, _, course = graded
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    api = NbGraderAPI(config=config)
+    assert [a["name"] for a in api.get_assignments()] == [ASSIGNMENT]
+    names = {s["student"]: (s["first_name"], s["last_name"]) for s in api.get_submissions(ASSIGNMENT)}
+    assert names == {"answered": ("Ana", "Answered"), "blank": ("Bo", "Blank"), "stub": ("Stu", "Stub")}
+    assert {s["id"]: s["email"] for s in api.get_students()}["answered"] == "ana@example.org"
 
 
 def test_formgrader_finds_the_answers_to_grade(graded):

@@ -1,10 +1,15 @@
 """Unit tests: finding, unpacking and validating submissions; the results files."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import pkgutil
+import random
 import re
+import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -14,11 +19,11 @@ import pytest
 
 from autograder.course import Course, nbgrader_id
 from autograder.feedback import HideHiddenTests
-from autograder.report import ResultsWriter, grades_csv
+from autograder.report import ResultsWriter, grades_csv, read_cell, spreadsheet_cell
 from autograder.runner import _nbgrader_error, grade_all
 from autograder.results import NotebookResult
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
-                                    drop_broken_grade_ids, find_root, load_notebook, unpack_zip)
+                                    drop_broken_grade_ids, find_root, load_notebook, member_name, unpack_zip)
 
 NOTEBOOKS = {"03-qkv": ["qkv"], "05-masks": ["masks"]}
 
@@ -262,3 +267,79 @@ def test_a_checks_report_reaches_the_results_without_an_internal_prefix():
                                               traceback=[])])
     assert cell_message(report) == "✗ softmax: 1 of 2 cases fail"
     assert cell_message(crash) == "NameError: name 'softmax' is not defined"
+
+
+class _UnflaggedName(zipfile.ZipInfo):
+    """A member whose name is written as raw bytes without the UTF-8 flag, as Info-ZIP's zip
+    and many archivers write it (Python's zipfile sets the flag for any name not ASCII)."""
+
+    def _encodeFilenameFlags(self):
+        return self.filename.encode("utf-8"), self.flag_bits & ~0x800
+
+
+def _zip_both_ways(path: Path, names: list[str], data: bytes) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        for number, name in enumerate(names):
+            info = (zipfile.ZipInfo if number % 2 else _UnflaggedName)(name)
+            archive.writestr(info, data)
+
+
+def test_zip_names_are_read_as_unzip_reads_them_with_or_without_the_utf8_flag(tmp_path):
+    names = ["müllerjosé/03-qkv/qkv.ipynb", "çağrı/03-qkv/qkv.ipynb", "ann/03-qkv/qkv.ipynb"]
+    _zip_both_ways(tmp_path / "class.zip", names, b"{}")
+    with zipfile.ZipFile(tmp_path / "class.zip") as archive:  # Python alone: cp437 for the unflagged one
+        assert archive.infolist()[0].filename == "m├╝llerjos├⌐/03-qkv/qkv.ipynb"
+        assert [member_name(m) for m in archive.infolist()] == names
+    unpack_zip(tmp_path / "class.zip", tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["müllerjosé", "çağrı", "ann"])
+
+
+def test_a_cp437_name_that_is_not_utf8_stays_cp437(tmp_path):
+    with zipfile.ZipFile(tmp_path / "old.zip", "w") as archive:
+        info = _UnflaggedName("x")
+        info._encodeFilenameFlags = lambda: (b"caf\x82/03-qkv/qkv.ipynb", 0)  # 'café' in cp437, an old DOS zip
+        archive.writestr(info, b"{}")
+    with zipfile.ZipFile(tmp_path / "old.zip") as archive:
+        assert member_name(archive.infolist()[0]) == "café/03-qkv/qkv.ipynb"
+
+
+@pytest.mark.skipif(shutil.which("zip") is None, reason="Info-ZIP's zip is not installed")
+def test_a_zip_made_by_info_zip_keeps_accented_names(tmp_path):
+    (tmp_path / "class" / "müllerjosé" / "03-qkv").mkdir(parents=True)
+    (tmp_path / "class" / "müllerjosé" / "03-qkv" / "qkv.ipynb").write_text("{}")
+    subprocess.run(["zip", "-qr", str(tmp_path / "class.zip"), "müllerjosé"], cwd=tmp_path / "class", check=True,
+                   env=dict(os.environ, LC_ALL="C.UTF-8"))
+    unpack_zip(tmp_path / "class.zip", tmp_path / "out")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["müllerjosé"]
+
+
+def test_a_zip_with_a_damaged_member_is_an_unreadable_zip(tmp_path):
+    with zipfile.ZipFile(tmp_path / "class.zip", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("ann/03-qkv/qkv.ipynb", random.Random(0).randbytes(5000))  # does not compress
+    data = bytearray((tmp_path / "class.zip").read_bytes())
+    data[60:80] = b"\xff" * 20  # inside the compressed data (after the 30-byte header and the name)
+    (tmp_path / "class.zip").write_bytes(bytes(data))
+    with zipfile.ZipFile(tmp_path / "class.zip") as archive:  # the zip's directory is intact
+        assert [m.filename for m in archive.infolist()] == ["ann/03-qkv/qkv.ipynb"]
+    with pytest.raises(SubmissionsError, match="cannot read .*class.zip: (BadZipFile|error)"):
+        unpack_zip(tmp_path / "class.zip", tmp_path / "out")
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(1,1)", "\tstart", "\rstart", "'quoted"]
+
+
+@pytest.mark.parametrize("cell", FORMULAS)
+def test_a_cell_that_starts_like_a_formula_is_text_in_a_spreadsheet_and_reads_back(cell):
+    safe = spreadsheet_cell(cell)
+    assert safe.startswith("'") and read_cell(safe) == cell
+
+
+@pytest.mark.parametrize("cell", ["12.5", "-1", "0", "-", "ann", "Müller, José", ""])
+def test_numbers_and_plain_text_are_left_alone(cell):
+    assert spreadsheet_cell(cell) == cell and read_cell(cell) == cell
+
+
+def test_grades_csv_neutralises_a_hostile_id_and_reason():
+    rows = [NotebookResult("=1+1", "a1", "n1", "invalid", 0, 4, reason="@SUM(A1:A9)")]
+    (row,) = list(csv.DictReader(io.StringIO(grades_csv(rows))))
+    assert row["student_id"] == "'=1+1" and row["reason"] == "'@SUM(A1:A9)" and row["max_score"] == "4"
