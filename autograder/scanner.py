@@ -294,6 +294,9 @@ class SourceScanner:
         for source in sources:
             try:
                 code = transform(source)
+                body = _python_cell_magic(code)
+                if body is not None:  # %%time, %%capture, ...: the Python of the cell runs as any cell's
+                    source, code = body, transform(body)
                 tree = ast.parse(code)
             except (SyntaxError, ValueError):
                 continue  # a cell that does not parse defines nothing
@@ -656,6 +659,26 @@ class _Walk:
         for word in words:
             if word in self.wanted:
                 self.hit(word, node)
+
+
+# Cell magics that run the rest of the cell as Python, in the notebook's namespace.
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug", "python", "python3"}
+
+
+def _python_cell_magic(code: str) -> str | None:
+    """The Python a cell magic of PYTHON_CELL_MAGICS runs (IPython made the cell one
+    ``run_cell_magic(name, line, body)`` call), or None for any other cell."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Expr):
+        return None
+    call = tree.body[0].value
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic" \
+            and len(call.args) == 3 and fold(call.args[0]) in PYTHON_CELL_MAGICS and fold(call.args[2]) is not None:
+        return fold(call.args[2])
+    return None
 
 
 def roots(node: ast.AST) -> list[ast.Name]:

@@ -463,3 +463,12 @@ def test_pasted_setup_and_test_cells_are_recognised_as_copies(tmp_path):
     assert SourceScanner(student).uses(StudentObject("softmax"), SOFTMAX) == []
     # an edited copy is the student's own cell: kept, and still not tampering (public imports only)
     assert SourceScanner(student + [setup + "x = 1\n"]).uses(StudentObject("softmax"), SOFTMAX) == []
+
+
+@pytest.mark.parametrize("magic", ["%%time", "%%capture out", "%%timeit -n1 -r1", "%%prun -q"])
+def test_code_under_a_cell_magic_that_runs_python_is_read(magic):
+    """A cell magic that runs its cell as Python hides nothing from the scan (issue 24)."""
+    hidden = f"{magic}\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim)\n"
+    assert found("softmax", SOFTMAX, SETUP, hidden) == ["torch.softmax"]
+    honest = f"{magic}\n" + STABLE
+    assert found("softmax", SOFTMAX, SETUP, honest) == []
