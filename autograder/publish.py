@@ -281,6 +281,8 @@ def pin_setup_cells(exercises: Path, assignments: list[str], digest: str, pyproj
 
 @dataclass
 class Published:
+    """What publish wrote: the folder, its assignments, the wheel and its sha256, the scan."""
+
     folder: Path
     assignments: list[str]
     wheel: Path
@@ -361,7 +363,10 @@ def _run(args) -> int:
         print(f"autograder: publish: error: {err}", file=sys.stderr)
         return 2
     print(f"published {len(done.assignments)} assignments to {done.folder}")
-    print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): upload it as the release asset")
+    setting = release.read_setting()
+    where = setting.release_url or f"the package index {setting.index}"
+    print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): every setup cell installs it "
+          f"from {where}: put it there")
     print(done.report.summary())
     for file, line, where in done.report.hits:
         print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)

@@ -62,18 +62,17 @@ def test_no_file_of_the_distribution_holds_a_line_of_a_model_solution_or_a_hidde
 
 def test_one_planted_solution_line_fails_the_scan(published, tmp_path):
     """The same solution line, hidden as a student could find it: in a page's highlighted code,
-    in a notebook's JSON, in a module of the wheel. Each is found, and only it."""
+    in a notebook's JSON, in a module of a wheel. Each is found, and nothing else."""
     dist, _ = published
     secrets = publish.secret_lines(REPO / "solutions", dist / "exercises")
     line, where = next((s, w) for s, w in secrets.items() if w.startswith("03-qkv") and "softmax" in s)
-    assert not publish.scan(dist / "book", secrets).hits
     page = tmp_path / "page.html"
     page.write_text("<pre>" + "".join(f'<span class="n">{word}</span> ' for word in line.split()) + "</pre>")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(f"x = 1\n    {line}  # planted\n")])
     nbformat.write(notebook, tmp_path / "planted.ipynb")
     wheel = tmp_path / next((dist / "dist").glob("*.whl")).name
-    shutil.copy2(next((dist / "dist").glob("*.whl")), wheel)
-    with zipfile.ZipFile(wheel, "a") as archive:
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("attention_checks/__init__.py", "")
         archive.writestr("attention_checks/planted.py", f"def f(scores):\n    {line}\n")
     report = publish.scan(tmp_path, secrets)
     assert sorted((file, secret) for file, secret, _ in report.hits) == \
