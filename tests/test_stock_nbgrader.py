@@ -20,7 +20,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.publish import HIDDEN, normalise, texts, without_comments
-from classroom import REPO, make_submission, notebook_name, reference_code
+from classroom import REPO, make_submission, notebook_name
 
 ASSIGNMENT = "01-self-attention"
 NOTEBOOK = notebook_name(ASSIGNMENT)
@@ -68,9 +68,8 @@ def graded(tmp_path_factory):
     make_submission(submitted, "honest", ASSIGNMENT)
     make_submission(submitted, "stub", ASSIGNMENT, answer_all=False)
     make_submission(submitted, "twin", ASSIGNMENT, {"simple_self_attention": STUB})  # attention_scores only
-    # the twin, with the checks rebound in its first solution cell: every test cell after it calls a no-op
-    make_submission(submitted, "rebind", ASSIGNMENT, {"attention_scores": reference_code(ASSIGNMENT)["attention_scores"]
-                                                      + "\n" + REBIND, "simple_self_attention": STUB})
+    # the twin, with the checks rebound in its last solution cell: the test cells after it call a no-op
+    make_submission(submitted, "rebind", ASSIGNMENT, {"simple_self_attention": STUB + REBIND})
     for name, text in PLANTED.items():
         path = submitted / "rebind" / ASSIGNMENT / name
         path.parent.mkdir(parents=True, exist_ok=True)
