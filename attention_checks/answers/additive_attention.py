@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .judging import Answer, Mistake, swapped_outputs
 
 NEG_INF = float("-inf")
 
@@ -99,6 +99,7 @@ def _additive_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     if x.args["key"].shape[-1] == x.args["value"].shape[-1]:
         found["weights @ key"] = Mistake("The weights average the values: output = weights @ value, not @ key.",
                                          dict(output=expected["weights"] @ x.args["key"]))
+    found.update(swapped_outputs(expected, "Your forward"))
     return found
 
 
@@ -109,18 +110,29 @@ def _additive_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
 def pooling(outputs: torch.Tensor, query_state: torch.Tensor, state: dict[str, torch.Tensor], num_heads: int,
             score: str, mask: torch.Tensor | None, *, dot_scale: float | None = None, additive_scale: float = 1.0,
             activation=torch.tanh, split: str = "heads first", softmax_dim: int = -1, out_proj: bool = True,
-            mask_fill: float = NEG_INF, mask_after: bool = False, use_mask: bool = True):
+            mask_fill: float = NEG_INF, mask_after: bool = False, use_mask: bool = True,
+            unprojected: tuple[str, ...] = (), value_proj: str = "w_v"):
     """Attention pooling of ``outputs`` (B, D, E) with the query W_Q query_state (B, E), in float64;
-    the keyword arguments make the known mistakes. Returns dict(pooled (B, E), weights (B, H, D))."""
+    the keyword arguments make the known mistakes (split: "heads first" is right; "interleaved"
+    reads head h from every H-th feature; "steps mixed" views the keys and values (B, D, E) as
+    (B, H, D, d) without a transpose; "merged interleaved" splits right but concatenates feature
+    by feature; unprojected: which of "w_q", "w_k", "w_v" is left out; value_proj: the projection that
+    makes the values). Returns dict(pooled (B, E),
+    weights (B, H, D))."""
     B, D, E = outputs.shape
     H, d = num_heads, E // num_heads
 
     def heads(t):  # (..., E) -> (..., H, d); "interleaved" reads the features the wrong way round
-        return t.unflatten(-1, (H, d)) if split == "heads first" else t.unflatten(-1, (d, H)).transpose(-2, -1)
+        return t.unflatten(-1, (H, d)) if split != "interleaved" else t.unflatten(-1, (d, H)).transpose(-2, -1)
 
-    query = heads(query_state @ state["w_q.weight"].T).unsqueeze(1)  # (B, 1, H, d)
-    keys = heads(outputs @ state["w_k.weight"].T)  # (B, D, H, d)
-    values = heads(outputs @ state["w_v.weight"].T)  # (B, D, H, d)
+    def project(t, name):
+        return t if name in unprojected else t @ state[f"{name}.weight"].T
+
+    query = heads(project(query_state, "w_q")).unsqueeze(1)  # (B, 1, H, d)
+    keys = heads(project(outputs, "w_k"))  # (B, D, H, d)
+    values = heads(project(outputs, value_proj))  # (B, D, H, d)
+    if split == "steps mixed":  # (B, D, E).view(B, H, D, d), then read as (B, D, H, d)
+        keys, values = (project(outputs, name).reshape(B, H, D, d).transpose(1, 2) for name in ("w_k", value_proj))
     if score == "dot":
         scale = 1 / math.sqrt(d) if dot_scale is None else dot_scale
         scores = (query * keys).sum(-1) * scale  # (B, D, H)
@@ -133,7 +145,7 @@ def pooling(outputs: torch.Tensor, query_state: torch.Tensor, state: dict[str, t
     if mask is not None and mask_after:
         weights = weights.masked_fill(mask[:, None, :], 0.0)
     z = (weights.unsqueeze(-1) * values.transpose(1, 2)).sum(-2)  # (B, H, d)
-    merged = z.flatten(1) if split == "heads first" else z.transpose(1, 2).flatten(1)  # (B, E), head 0 first
+    merged = z.transpose(1, 2).flatten(1) if split in ("interleaved", "merged interleaved") else z.flatten(1)  # (B, E)
     pooled = merged @ state["w_o.weight"].T if out_proj else merged
     return dict(pooled=pooled, weights=weights)
 
@@ -190,10 +202,25 @@ def _pooling_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found["softmax axis"] = Mistake("The softmax runs over the time steps (the last dimension of the (B, H, D) "
                                     "scores), so that each head's weights sum to 1 over the text.",
                                     like(softmax_dim=1))
+    for name, role in (("w_v", "values"), ("w_k", "keys")):
+        found[f"no {name}"] = Mistake(f"Your {role} are the LSTM outputs themselves: the {role} are {name}(outputs) "
+                                      f"(the projection {name} is part of the pooling, as w_q for the query and w_o "
+                                      "for the result).", like(unprojected=(name,)))
+    found["values are keys"] = Mistake("Your values are the keys, w_k(outputs): the values have their own "
+                                       "projection, w_v(outputs).", like(value_proj="w_k"))
+    found["no w_q"] = Mistake("Your query is h_n[-1] itself: the query is w_q(h_n[-1]).", like(unprojected=("w_q",)))
     if H > 1:
         found["interleaved heads"] = Mistake("Head h takes the features h·d_k to (h+1)·d_k - 1: split with "
                                              "view(..., num_heads, d_k) and concatenate head 0 first.",
                                              like(split="interleaved"))
+        found["steps mixed"] = Mistake("Your heads mix the time steps: the keys and values (B, D, E) viewed as "
+                                       "(B, num_heads, D, d_k) at once take each head's rows from several steps; "
+                                       "view them as (B, D, num_heads, d_k), then transpose(1, 2).",
+                                       like(split="steps mixed"))
+        found["merged interleaved"] = Mistake("Your heads are split right but concatenated feature by feature: "
+                                              "pooled = w_o of head 0's d_k features, then head 1's, ... "
+                                              "(z of (B, num_heads, d_k) flattened as it is, or "
+                                              "torch.cat(heads, dim=-1)).", like(split="merged interleaved"))
         found["weights averaged"] = Mistake("Return the weights of every head, (B, num_heads, D), not their average.",
                                             dict(weights=expected["weights"].mean(1)))
     else:
@@ -203,6 +230,7 @@ def _pooling_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         found["padding ignored"] = Mistake(PADDING_GOT_WEIGHT, like(use_mask=False))
         found["mask with 0"] = Mistake(MASK_WITH_ZERO, like(mask_fill=0.0))
         found["mask after softmax"] = Mistake(MASK_AFTER_SOFTMAX, like(mask_after=True))
+    found.update(swapped_outputs(expected, "Your forward"))
     return found
 
 

@@ -95,14 +95,15 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
                      "F.dropout(x, p, training=self.training), never F.dropout(x, p) alone.")
     m = re.search(r"Expected key_padded_mask\.shape\[1\] to be (\d+), but got (\d+)", first)
     if m:
-        hints.append(f"A key padding mask has one entry per key of its attention ({m[1]} here, not {m[2]}): "
-                     "in cross-attention the keys are the memory (the source), so it takes the source's padding "
-                     "mask; the self-attention takes the target's.")
+        hints.append(f"A key padding mask has one entry per key of its attention ({m[1]} keys here, the mask has "
+                     f"{m[2]}): either the mask belongs to other keys, or this attention's keys are not the tensor "
+                     "you meant (check which argument is the query and which the key).")
     m = re.search(r"The shape of the 2D attn_mask is torch\.Size\(\[(\d+), (\d+)\]\), but should be \((\d+), (\d+)\)",
                   first)
     if m:
-        hints.append(f"An attn_mask is (queries, keys) of its attention ({m[3]} x {m[4]} here): the causal mask "
-                     "(T, T) belongs to the self-attention over the target, a (T, S) mask to the cross-attention.")
+        hints.append(f"An attn_mask is (queries, keys) of its attention ({m[3]} x {m[4]} here, yours is {m[1]} x "
+                     f"{m[2]}): either the mask is not this attention's, or its query and keys are not the tensors "
+                     "you meant.")
     if re.search(r"mat1 and mat2 shapes cannot be multiplied|Expected size for first two dimensions of batch2", first):
         hints.append("The shapes of a matrix product do not fit: the last axis of the left operand meets the "
                      "second-to-last of the right one; check which axes you transpose.")
@@ -158,9 +159,21 @@ def device_hints(error: str, named: Mapping[str, Any], kind: str) -> list[str]:
                                                            if attribute else ".")]
 
 
-def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]:
-    """What a wrong output's pattern says when no known mistake explains it (`masked`: the case
-    passes a mask)."""
+def _rows_of_padded_queries(nan_rows: torch.Tensor, masks: Mapping[str, Any]) -> bool:
+    """Whether the NaN rows (B, ..., L) are exactly the positions a key padding mask (B, L) marks: the
+    mask hides the padded queries (rows) instead of the padded keys."""
+    for name, mask in masks.items():
+        if "padding" in name and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 2 \
+                and nan_rows.dim() >= 2 and nan_rows.shape[0] == mask.shape[0] and nan_rows.shape[-1] == mask.shape[1]:
+            rows = nan_rows.reshape(mask.shape[0], -1, mask.shape[1])
+            if mask.any() and bool((rows == mask.cpu()[:, None, :]).all()):
+                return True
+    return False
+
+
+def pattern_hints(name: str, got: Any, expected: Any, masks: Mapping[str, Any]) -> list[str]:
+    """What a wrong output's pattern says when no known mistake explains it (`masks`: the case's
+    mask arguments, name -> tensor)."""
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.is_complex():
         return []
     if tuple(got.shape) != tuple(expected.shape) or not expected.is_floating_point():
@@ -171,8 +184,15 @@ def pattern_hints(name: str, got: Any, expected: Any, masked: bool) -> list[str]
     nan = got.isnan()
     if nan.any():
         if got.dim() and bool((nan.any(-1) == nan.all(-1)).all()):  # whole rows, nothing else
-            why = ("your masking hides every key of those rows (an inverted mask, or a float mask used as a "
-                   "boolean)" if masked else "a row of -inf, or exp overflowing to inf/inf")
+            if _rows_of_padded_queries(nan.all(-1), masks):
+                why = ("they are the padded positions, so your key padding mask hides the padded QUERIES (rows) "
+                       "instead of the padded keys (columns): a key mask (B, S) lines up with the last axis of the "
+                       "scores: view it as (B, 1, S), or (B, 1, 1, S) with heads")
+            elif masks:
+                why = ("your masking hides every key of those rows: an inverted mask, a float mask used as a "
+                       "boolean, or a mask along the wrong axis")
+            else:
+                why = "a row of -inf, or exp overflowing to inf/inf"
             # no name and no count (the case's lines show them): the same words for every output and case,
             # so that a later case says "as above"
             return [f"Rows of NaN where the reference has numbers: a softmax over a row whose scores are all -inf "

@@ -31,10 +31,58 @@ if TYPE_CHECKING:
 
 @dataclass
 class Mistake:
-    """What a specific buggy implementation would return, and a hint about it."""
+    """What a specific buggy implementation would return, and a hint about it.
+
+    Most mistakes are one output: the buggy version's, computed on the case's inputs. A mistake
+    whose output is not one value (a decoder that samples its tokens, a training run that stops
+    learning) gives `fits` instead: a test on the student's outputs (name -> value); `outputs`
+    then only names what it explains (its values None)."""
 
     hint: str
     outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
+    fits: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
+    """The mistakes, those with the same outputs (at float64's tolerance) merged into one whose hint
+    names each of them: where two bugs give the same result on a case (a one-layer stack, a mask
+    dropped by the layer or by the model that calls it), the hint must not pick one."""
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                    and torch.allclose(a.to(torch.float64), b.to(torch.float64), equal_nan=True,
+                                       **TOLERANCES[torch.float64]))
+        return type(a) is type(b) and a == b
+
+    def twins(m: Mistake, n: Mistake) -> bool:
+        determined = lambda o: {k: v for k, v in o.outputs.items() if v is not None}  # noqa: E731
+        mo, no = determined(m), determined(n)
+        return (m.fits is None and n.fits is None and bool(mo) and mo.keys() == no.keys()
+                and all(same(mo[k], no[k]) for k in mo))
+
+    merged: dict[str, Mistake] = {}
+    taken: set[str] = set()
+    for name, mistake in mistakes.items():
+        if name in taken:
+            continue
+        group = [mistake] + [other for other_name, other in mistakes.items()
+                             if other_name != name and other_name not in taken and twins(mistake, other)]
+        taken |= {other_name for other_name, other in mistakes.items() if any(other is g for g in group)}
+        hints = list(dict.fromkeys(g.hint for g in group))
+        merged[name] = mistake if len(hints) == 1 else Mistake(
+            "One of these mistakes gives exactly your result (this case cannot tell them apart): "
+            + " Or: ".join(hints), mistake.outputs)
+    return merged
+
+
+def swapped_outputs(expected: Mapping[str, Any], what: str = "Your function") -> dict[str, Mistake]:
+    """Two outputs returned in the wrong order, (b, a) for (a, b): one diagnosis for every check
+    that returns a pair (`what` names the code that returns it, e.g. "Your forward")."""
+    if len(expected) != 2:
+        return {}
+    a, b = expected
+    return {"swapped": Mistake(f"{what} returns ({b}, {a}): return ({a}, {b}) in this order.",
+                               {a: expected[b], b: expected[a]})}
 
 
 def no_mistakes(x: "Inputs", spec: "Spec", expected: Mapping[str, Any]) -> dict[str, Mistake]:
@@ -93,6 +141,7 @@ class Verdict:
     structure_ok: bool  # a tensor of the right shape, dtype and device
     values_ok: bool
     line: str  # e.g. "shape (2, 5, 4) ok; values differ: max abs error 0.31 (allowed 0.005 + 0.005·|expected|)"
+    details: list[str] = field(default_factory=list)  # lines under it (token ids side by side)
 
     @property
     def fraction(self) -> float:
@@ -135,6 +184,106 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+# --------------------------------------------------------------------------
+# token ids: an integer output is read position by position, not as numbers
+#
+# A check whose output is a sequence of token ids (shift_right, greedy_decode, ...) needs nothing
+# of its own: `compare` reports any integer tensor this way. `token_lines(got, expected)` is the
+# same report for other uses; `token_pattern(got, expected)` only the pattern's words.
+
+
+def is_tokens(value: Any) -> bool:
+    """An integer tensor (not bool) of at least one dimension: token ids, one sequence per row."""
+    return isinstance(value, torch.Tensor) and value.dim() >= 1 and not value.is_floating_point() \
+        and not value.is_complex() and value.dtype != torch.bool
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """(sequences, length) int64 on the CPU: every leading axis is a sequence, the last the positions."""
+    t = t.detach().to("cpu", torch.int64)
+    return t.reshape(-1, t.shape[-1]) if t.dim() > 1 else t[None]
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.numel() > 0 and bool((a == b).all())
+
+
+def token_pattern(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """What the difference between two batches of token sequences (..., T) looks like, in words, or
+    None when it has no simple pattern: shifted by one, a token too many or too few at either end,
+    only the first or the last position wrong."""
+    if got.dim() != expected.dim() or got.shape[:-1] != expected.shape[:-1] or expected.shape[-1] == 0:
+        return None
+    g, e = _rows(got), _rows(expected)
+    n, k = g.shape[-1], e.shape[-1]
+    if n > k:
+        extra = n - k
+        if _equal(g[:, :k], e):
+            return f"the expected tokens, then {extra} more: the sequences end late ({extra} too many at the end)"
+        if _equal(g[:, extra:], e):
+            return f"{extra} extra token{'s' * (extra > 1)} in front, then the expected ones"
+        return None
+    if n < k:
+        short = k - n
+        if n and _equal(g, e[:, :n]):
+            return f"the first {n} tokens are right: the sequences end early ({short} missing at the end)"
+        if n and _equal(g, e[:, short:]):
+            return f"the first {short} expected token{'s' * (short > 1)} missing, the rest right"
+        return None
+    if k > 1 and _equal(g[:, :-1], e[:, 1:]):
+        return "every token sits one position to the left of where it belongs (shifted left by one)"
+    if k > 1 and _equal(g[:, 1:], e[:, :-1]):
+        first = "" if _equal(g[:, 0], e[:, 0]) else f", and position 0 holds {_listed(g[:, 0])}, not {_listed(e[:, 0])}"
+        return f"every token sits one position to the right of where it belongs (shifted right by one){first}"
+    wrong = (g != e).any(0)
+    if k > 1 and wrong.tolist() == [True] + [False] * (k - 1):
+        return f"only position 0 differs: {_listed(g[:, 0])} where {_listed(e[:, 0])} is expected"
+    if k > 1 and wrong.tolist() == [False] * (k - 1) + [True]:
+        return f"only the last position differs: {_listed(g[:, -1])} where {_listed(e[:, -1])} is expected"
+    return None
+
+
+def _listed(column: torch.Tensor) -> str:
+    values = list(dict.fromkeys(column.tolist()))
+    return str(values[0]) if len(values) == 1 else "tokens " + ", ".join(map(str, values[:4])) + (
+        ", ..." if len(values) > 4 else "")
+
+
+def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2) -> tuple[str, list[str]]:
+    """A report on token ids (..., T) that differ from the expected ones: a summary ("tokens differ at
+    4 of 10 positions: <pattern>") and, for the first `rows` sequences that differ, the expected and
+    the student's tokens side by side with a ^ under each position that differs:
+
+        sequence 0  expected   1   4   7   3
+                    got        4   7   3   1
+                               ^   ^   ^   ^
+    """
+    g, e = _rows(got), _rows(expected)
+    pattern = token_pattern(got, expected)
+    if g.shape[0] != e.shape[0]:
+        return (pattern or f"{g.shape[0]} sequences, expected {e.shape[0]}"), []
+    n, k = g.shape[-1], e.shape[-1]
+    common = min(n, k)
+    wrong = torch.zeros(g.shape[0], max(n, k), dtype=torch.bool)
+    wrong[:, :common] = g[:, :common] != e[:, :common]
+    wrong[:, common:] = True  # a position only one side has
+    summary = f"tokens differ at {int(wrong.sum())} of {wrong.numel()} positions" if n == k else \
+        f"{n} tokens per sequence, expected {k}"
+    summary += f": {pattern}" if pattern else ""
+    width = max(len(str(v)) for v in [*g.flatten().tolist(), *e.flatten().tolist(), 0])
+    cells = lambda values: " ".join(f"{v:>{width}}" for v in values.tolist())  # noqa: E731
+    details: list[str] = []
+    shown = [i for i in range(g.shape[0]) if wrong[i].any()]
+    for i in shown[:rows]:
+        label = f"sequence {i}"
+        details += [f"{label}  expected  {cells(e[i])}", f"{'':{len(label)}}  got       {cells(g[i])}",
+                    f"{'':{len(label)}}            " + " ".join(f"{'^' if w else '':>{width}}"
+                                                            for w in wrong[i].tolist()).rstrip()]
+    if len(shown) > rows:
+        details.append(f"... and {len(shown) - rows} more sequence(s) that differ")
+    return summary, details
+
+
 def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict:
     """One output against its reference; `device` is where the inputs were when the code ran."""
     if not isinstance(expected, torch.Tensor):
@@ -143,8 +292,10 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict
     if not isinstance(got, torch.Tensor):
         return Verdict(False, False, f"expected a tensor, got {type(got).__name__}")
     shape, want = tuple(got.shape), tuple(expected.shape)
+    tokens = is_tokens(expected)
     if shape != want:
-        return Verdict(False, False, f"shape {shape}, expected {want}")
+        summary, details = token_lines(got, expected) if tokens else ("", [])
+        return Verdict(False, False, f"shape {shape}, expected {want}" + (f"; {summary}" if summary else ""), details)
     problems = []
     want_dtype = dtype if expected.is_floating_point() else expected.dtype
     if got.dtype != want_dtype:
@@ -157,9 +308,13 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict
     values = _as_float64(got)
     if values is None:
         return Verdict(structure_ok, False, "; ".join([f"shape {shape} ok", *problems, "values cannot be read"]))
-    expected = expected.to(torch.float64)
-    values_ok = torch.allclose(values, expected, **tol)
-    if not values_ok:
+    details = []
+    values_ok = torch.allclose(values, expected.to(torch.float64), **tol)
+    if not values_ok and tokens:
+        summary, details = token_lines(got, expected)
+        problems.append(summary)
+    elif not values_ok:
+        expected = expected.to(torch.float64)
         finite = expected.isfinite() & values.isfinite()
         nonfinite = int((values.isnan() | (values.isinf() != expected.isinf())).sum())
         text = "values differ"
@@ -170,7 +325,7 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict
             text += f"{',' if ':' in text else ':'} {nonfinite} NaN/inf where the reference has none"
         problems.append(text)
     line = "; ".join([f"shape {shape} ok", *problems] + (["values ok"] if values_ok else []))
-    return Verdict(structure_ok, values_ok, line)
+    return Verdict(structure_ok, values_ok, line, details)
 
 
 def _float32_only(got: Mapping[str, Any], expected: Mapping[str, Any], dtype: torch.dtype) -> bool:
@@ -186,8 +341,15 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     """Hints of the known mistakes that explain the outputs in `wrong`, first match first."""
     hints = []
     with quiet():
-        mistakes = answer_for(check).mistakes(case.x, case.spec, case.expected)
+        mistakes = merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected))
     for mistake in mistakes.values():
+        if mistake.fits is not None:  # a test on the student's outputs, not one output to compare
+            if mistake.outputs.keys() & wrong and mistake.fits(got):
+                hints.append(mistake.hint)
+                wrong = wrong - mistake.outputs.keys()
+                if not wrong:
+                    break
+            continue
         claimed = {name: out for name, out in mistake.outputs.items() if out is not None}
         if not claimed.keys() & wrong:
             continue
@@ -203,9 +365,9 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
         hints.append("Your values agree with the reference to float32 precision only: compute float64 inputs "
                      "in float64 (no .float(), no float32 constants or buffers).")
     if not hints:  # no known mistake: what the failing pattern itself says
-        masked = any("mask" in n and v is not None for n, v in case.x.named.items())
+        masks = {n: v for n, v in case.x.named.items() if "mask" in n and v is not None}
         for name in sorted(wrong):
-            hints += pattern_hints(name, got.get(name), case.expected[name], masked)
+            hints += pattern_hints(name, got.get(name), case.expected[name], masks)
     return list(dict.fromkeys(hints))  # several outputs with one pattern: its hint once
 
 
@@ -264,7 +426,9 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
     verdicts = {name: compare(got[name], case.expected[name], case.dtype, device) for name in names}
     fraction = sum(v.fraction for v in verdicts.values()) / len(verdicts)
     width = max(map(len, names))
-    lines = [f"{name:<{width}} : {v.line}" for name, v in verdicts.items()] if fraction < 1 else []
+    lines = [text for name, v in verdicts.items()
+             for text in [f"{name:<{width}} : {v.line}", *(" " * (width + 3) + d for d in v.details)]] \
+        if fraction < 1 else []
     hints = []
     if outcome.modified:
         fraction = min(fraction, STRUCTURE_SHARE)

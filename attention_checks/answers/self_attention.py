@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .judging import Answer, Mistake, swapped_outputs
 
 
 def _scores_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
@@ -86,9 +86,7 @@ def _attention_mistakes(x: torch.Tensor) -> dict[str, Mistake]:
     found["output from scores"] = Mistake(
         "Your output mixes x with the scores: output = weights @ x, with the weights after the softmax.",
         dict(output=scores @ x))
-    found["swapped"] = Mistake(
-        "Your function returns (weights, output): return (output, weights) in this order.",
-        dict(output=right, weights=right @ x))
+    found.update(swapped_outputs(dict(output=right @ x, weights=right)))
     return found
 
 
