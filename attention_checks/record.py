@@ -92,8 +92,15 @@ def _encode(value: Any, like: torch.Tensor) -> Any:
 
 
 def _device(name: Any) -> str | None:
-    """A recorded device's name, if it is one ("cuda:0"); the report prints it, so nothing else."""
-    return name if isinstance(name, str) and re.fullmatch(r"[a-z]+(:\d+)?", name) else None
+    """A recorded device's name, if it is one that PyTorch knows ("cuda:0"); the report prints it,
+    so nothing else (a made-up name could carry text)."""
+    if not (isinstance(name, str) and re.fullmatch(r"[a-z]+(:\d{1,4})?", name)):
+        return None
+    try:
+        torch.device(name)
+    except (RuntimeError, ValueError):
+        return None
+    return name
 
 
 def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
@@ -124,7 +131,10 @@ def _decode(data: Any) -> Any:
         raw = base64.b64decode(t["data"])
         values = torch.frombuffer(bytearray(raw), dtype=torch.float64) if raw else torch.zeros(0, dtype=torch.float64)
         tensor = values.reshape(shape).to(dtype)
-        tensor._recorded_device = str(t["device"])
+        device = _device(t["device"])
+        if device is None:
+            raise ValueError("not a device")
+        tensor._recorded_device = device
         return tensor
     if "sequence" in data:
         items = [_decode(v) for v in data["sequence"]]

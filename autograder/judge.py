@@ -16,8 +16,10 @@ import ast
 import builtins
 import contextlib
 import io
+import re
 from typing import Any, Sequence
 
+import torch
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -27,6 +29,7 @@ from attention_checks.answers.judging import judge_records
 from attention_checks.core import CheckFailed, PartialCredit
 from attention_checks.record import MIME
 
+from .feedback import HideHiddenTests
 from .results import executor_error, observed
 from .scanner import SourceScanner, StudentObject
 
@@ -81,18 +84,90 @@ class Replay:
         return not self.tampered and not self.records
 
 
+DTYPE_NAMES = {str(v).removeprefix("torch.") for v in vars(torch).values() if isinstance(v, torch.dtype)}
+
+
+class HiddenText:
+    """What the kernel may not say: the code of the notebook's hidden tests.
+
+    Once a hidden test has been compiled, the student's code may hold its source (a hook sees
+    every cell compiled) and put it in what it returns or raises. What the grader shows of a
+    record is judged values and its own words, except a few texts taken from the kernel: an
+    error's message and the line it raised at, a string the code returned, the name of an object's
+    type, the names of inputs changed in place. Each of these is shown only if it holds no
+    token of the hidden tests' code that the course's own cells do not show anyway (a number of
+    three digits or more, a name with an underscore or a digit: seeds, sizes, their names), none of their lines, and no long run of letters and digits (base64, hex: encoded
+    data); else it is replaced by a note."""
+
+    REDACTED = "[not shown: it could carry the code of hidden tests]"
+    ENCODED = re.compile(r"[A-Za-z0-9+/=]{24,}")
+    TOKEN = re.compile(r"\w+")
+    SECRET = re.compile(r"\d{3,}|[A-Za-z]\w*[_\d]\w*")  # seeds, sizes, names of the hidden code's own
+
+    def __init__(self, cells):
+        begin, end = HideHiddenTests.begin.default_value, HideHiddenTests.end.default_value
+        hidden, visible = [], []
+        for cell in cells:
+            if is_student_cell(cell):
+                continue  # what the course shows, not what the student wrote (a cell of every number, say)
+            inside = False
+            for line in cell.source.splitlines():
+                if begin in line or end in line:
+                    inside = begin in line
+                    continue
+                (hidden if inside else visible).append(line)
+        known = set(self.TOKEN.findall("\n".join(visible))) | DTYPE_NAMES
+        code = re.sub(r"#.*", "", "\n".join(hidden))  # comments: words any message could hold
+        self.tokens = {t for t in self.TOKEN.findall(code) if t not in known and self.SECRET.fullmatch(t)}
+        self.lines = {line.strip() for line in hidden if len(line.strip()) >= 8}
+
+    def shows(self, text: str) -> bool:
+        return not (self.ENCODED.search(text) or any(line in text for line in self.lines)
+                    or not self.tokens.isdisjoint(self.TOKEN.findall(text)))
+
+    def clean(self, text: Any) -> Any:
+        return text if not isinstance(text, str) or self.shows(text) else self.REDACTED
+
+    def record(self, record: Any) -> Any:
+        """``record`` with every text the kernel wrote that the grader may show checked."""
+        if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list):
+            return record
+        return {**record, "outcomes": [self._outcome(o) for o in record["outcomes"]]}
+
+    def _outcome(self, outcome: Any) -> Any:
+        if not isinstance(outcome, dict):
+            return outcome
+        cleaned = {key: self.clean(outcome.get(key)) for key in ("error", "meta_error") if key in outcome}
+        if isinstance(outcome.get("modified"), list):
+            cleaned["modified"] = [n for n in outcome["modified"] if isinstance(n, str) and self.shows(n)]
+        if "value" in outcome:
+            cleaned["value"] = self._value(outcome["value"])
+        return {**outcome, **cleaned}
+
+    def _value(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if isinstance(value.get("plain"), str) and not self.shows(value["plain"]):
+            return {"object": "str"}
+        if "object" in value and not self.shows(str(value["object"])):
+            return {"object": "object"}
+        if isinstance(value.get("sequence"), list):
+            return {**value, "sequence": [self._value(v) for v in value["sequence"]]}
+        return value
+
+
 class JudgedCheck:
     """What a declared check's name means while the grader re-runs a test cell: judge the
-    cell's next record against the references built here, with the forbidden uses found in
-    the student's source."""
+    cell's next record, its kernel texts checked against the hidden tests, against the
+    references built here, with the forbidden uses found in the student's source."""
 
-    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner):
-        self.check, self.replay, self.scanner = check, replay, scanner
+    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, hidden: HiddenText):
+        self.check, self.replay, self.scanner, self.hidden = check, replay, scanner, hidden
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None):
         __tracebackhide__ = True
         found = self.scanner.uses(student, sorted(set(self.check.forbidden.values())))
-        record = self.replay.take(self.check.name)
+        record = self.hidden.record(self.replay.take(self.check.name))
         return judge_records(self.check, record, cases, points=points, found=found).deliver()
 
 
@@ -112,22 +187,23 @@ class JudgeTests(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         scanner = SourceScanner([c.source for c in nb.cells if is_student_cell(c)])
+        hidden = HiddenText(nb.cells)
         for cell in nb.cells:
             if is_test_cell(cell):
-                cell.outputs = self.judge(cell, scanner)
+                cell.outputs = self.judge(cell, scanner, hidden)
         return nb, resources
 
-    def judge(self, cell, scanner: SourceScanner) -> list:
+    def judge(self, cell, scanner: SourceScanner, hidden: HiddenText) -> list:
         # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own note:
         # an error output the kernel made, whatever its name, is not kept
-        kept = [executor_error(observed(cell))] if observed(cell) else []
+        kept = executor_error(observed(cell))
         records = [o.data[MIME] for o in cell.outputs
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, outputs = io.StringIO(), []
         replay = Replay(records)
         # the check names mean: judge the cell's next record (every other name is the student's)
         shared = {"__builtins__": builtins,
-                  **{name: JudgedCheck(check, replay, scanner) for name, check in registry.load_all().items()}}
+                  **{name: JudgedCheck(check, replay, scanner, hidden) for name, check in registry.load_all().items()}}
         try:
             with contextlib.redirect_stdout(printed):
                 result = run_test_source(cell.source, shared)

@@ -140,7 +140,11 @@ EVENTS = {
     "notebook_timeout": ("CellTimeoutError", NOTEBOOK_TIMEOUT, "timeout",
                          "the notebook ran past its time limit; the cells after that did not run"),
     "dead_kernel": ("DeadKernelError", DEAD_KERNEL, "error", DEAD_KERNEL),
+    # not an error: the notebook ran on, what it printed from here on is not kept
+    "output_cut": ("", "", "ok", "output cut: the notebook's cells printed more than the output kept per notebook "
+                   "(8 MiB); the rest was dropped, the tests still ran"),
 }
+OUTPUT_CUT = "[output cut: the notebook's outputs passed the size kept per notebook; nothing more is kept]"
 
 
 def observed(cell) -> str | None:
@@ -149,10 +153,10 @@ def observed(cell) -> str | None:
     return event if event in EVENTS else None
 
 
-def executor_error(event: str):
-    """The error output the executor shows in the cell where ``event`` happened."""
-    ename, evalue = EVENTS[event][:2]
-    return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+def executor_error(event: str | None) -> list:
+    """The error output the executor shows in the cell where ``event`` happened, if it shows one."""
+    ename, evalue = EVENTS[event][:2] if event else ("", "")
+    return [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])] if ename else []
 
 
 def observed_status(autograded: nbformat.NotebookNode) -> tuple[str, str]:
