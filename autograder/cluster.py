@@ -86,8 +86,11 @@ class CourseOnWorker(WorkerPlugin):
         self.course.generate_all()
 
     def teardown(self, worker) -> None:
+        from .sandbox import stop_fork_servers
+
         if hasattr(self, "environment"):
             self.environment.__exit__(None, None, None)
+        stop_fork_servers()  # and their scratch folders, whatever a kernel left there
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def grade(self, group: list[tuple[Submission, bytes | None]]) -> Graded:

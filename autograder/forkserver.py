@@ -11,10 +11,11 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
     {"op": "spawn", "argv": [...], "cwd": ...} -> {"pid": n}
     {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
     {"op": "kill", "pid": n}         -> {} once the kernel is gone
-    {"op": "reset"}                  -> {"killed": n}: every other process of the sandbox
-                                        killed, /tmp, /dev/shm, SysV IPC, POSIX message
-                                        queues, the user's keyrings and the scratch folder
-                                        emptied, ready for the next student
+    {"op": "reset"}                  -> {"killed": n, "clean": bool}: every other process of
+                                        the sandbox killed, /tmp, /dev/shm, SysV IPC, POSIX
+                                        message queues, the user's keyrings and the scratch
+                                        folder emptied, ready for the next student (clean:
+                                        nothing was left; else the grader starts a new sandbox)
 
 Run as ``forkserver.py --kernel ARGV...`` it is a cold kernel instead, isolated the same way.
 
@@ -30,6 +31,7 @@ import os
 import platform
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
@@ -143,7 +145,10 @@ def poll(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
-def reset(scratch: str) -> int:
+_modes: dict[str, int] = {}  # the writable folders' modes when the server started, given back at each reset
+
+
+def reset(scratch: str) -> tuple[int, bool]:
     """Kill every process of the sandbox but this one and its init, and empty every place a
     kernel could write to, so nothing of one student is left for the next."""
     killed = 0
@@ -159,11 +164,12 @@ def reset(scratch: str) -> int:
             pass
         _reap()
         time.sleep(0.001)
+    clean = True
     for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):  # files, POSIX shared memory and queues
-        _empty(folder)
+        clean = empty(folder, _modes.get(folder)) and clean
     _remove_sysv_ipc()
     _clear_user_keyrings()
-    return killed
+    return killed, clean
 
 
 def _reap() -> None:
@@ -175,11 +181,20 @@ def _reap() -> None:
             return
 
 
-def _empty(folder: str) -> None:
+def empty(folder: str, mode: int | None = None) -> bool:
+    """Remove everything in ``folder``, whatever a kernel did to it; True if it is empty now.
+
+    A kernel can leave folders that a plain rmtree by the same user cannot remove: read-only
+    (``chmod 500``: nothing in them can be unlinked) or closed (``chmod 0``: they cannot even
+    be listed). Their owner, the user the server runs as, can always open them again: each
+    folder is made the owner's to read, write and enter before its content goes. ``folder``
+    itself gets ``mode`` back (a kernel could have closed /tmp to the next one). Anything left
+    (a tree too deep for its paths, say) is reported, and the grader then starts a new sandbox."""
+    _open_up(folder)
     try:
         entries = list(os.scandir(folder))
     except OSError:
-        return
+        return not os.path.lexists(folder)
     for entry in entries:
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -188,6 +203,35 @@ def _empty(folder: str) -> None:
                 os.unlink(entry.path)
             except OSError:
                 pass
+    if mode is not None:
+        try:
+            os.chmod(folder, mode)
+        except OSError:
+            pass
+    try:
+        return not os.listdir(folder)
+    except OSError:
+        return False
+
+
+def _open_up(top: str) -> None:
+    """Make every folder under ``top`` readable, writable and searchable by its owner (top down:
+    a closed folder is opened before it is listed)."""
+    folders = [top]
+    while folders:
+        folder = folders.pop()
+        try:
+            os.chmod(folder, stat.S_IRWXU)  # a folder (scandir, not following links): nothing runs to swap it
+            folders += [e.path for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            pass
+
+
+def remove(path: str) -> None:
+    """Remove ``path`` and everything in it, whatever modes a kernel gave its folders."""
+    if os.path.lexists(path):
+        empty(path)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_sysv_ipc() -> None:
@@ -208,6 +252,11 @@ def serve(scratch: str) -> None:
     _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # not the grader's: its kernels could write there
     _clear_user_keyrings()
     preload()
+    for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):
+        try:
+            _modes[folder] = stat.S_IMODE(os.stat(folder).st_mode)
+        except OSError:
+            pass
     reply = sys.stdout
     threads = threading.active_count()
     reply.write(json.dumps({"ready": threads == 1, "threads": threads}) + "\n")
@@ -223,7 +272,8 @@ def serve(scratch: str) -> None:
             kill(request["pid"])
             answer = {}
         elif op == "reset":
-            answer = {"killed": reset(scratch)}
+            killed, clean = reset(scratch)
+            answer = {"killed": killed, "clean": clean}
         else:
             answer = {"error": f"unknown op {op!r}"}
         reply.write(json.dumps(answer) + "\n")

@@ -41,7 +41,8 @@ from traitlets import Bool, Integer, Type, Unicode
 from attention_checks.record import MIME, RECORD_VARIABLE
 
 from .feedback import HideHiddenTests
-from .results import OBSERVED, executor_error
+from .forkserver import remove
+from .results import OBSERVED, OUTPUT_CUT, executor_error
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
 ANSWERS_DIR = CHECKS_DIR / "answers"
@@ -50,6 +51,7 @@ KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kerne
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")
+TMPFS_BYTES = 256 * 1024**2  # the sandbox's /tmp and /dev/shm, each
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
 # Every grading kernel's environment has these, sandboxed or not: no bytecode written,
 # figures without a display, one thread (the workers already use every core), and the
@@ -151,9 +153,12 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
                   "--inh-caps=-all", "--bounding-set=-all", "--"]
     # /tmp, /dev/shm and the POSIX message queues are the sandbox's own, writable by its user
     # whoever that is; the rest of /dev is read-only (files there would outlive a kernel).
+    # Both are RAM: sized, so that a kernel cannot fill the machine's memory through them (a write
+    # past the size fails, as on a full disk).
+    size = ["--size", str(TMPFS_BYTES)]
     args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
-            "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
-            "--remount-ro", "/dev", "--perms", "1777", "--tmpfs", "/tmp", *_system_view()]
+            "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+            "--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp", *_system_view()]
     binds = [*python_view(), *map(str, read_only), *map(str, writable)]
     args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
     for folder in [*python_view(), *map(str, read_only)]:
@@ -253,7 +258,8 @@ class ForkServer:
     def reset(self) -> None:
         if self.dirty and self.process is not None:
             try:
-                self.ask("reset")
+                if not self.ask("reset").get("clean"):
+                    self.stop()  # something a kernel left could not be removed: the next kernel gets a new sandbox
             except ForkServerError:
                 pass  # stopped with its sandbox: the next one starts clean
         self.dirty = False
@@ -268,7 +274,7 @@ class ForkServer:
                 except OSError:  # unflushed request to a dead server
                     pass
             self.process = None
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            remove(str(self.scratch))  # whatever modes a kernel gave the folders in it
 
 
 class ForkedKernel:
@@ -309,6 +315,12 @@ class ForkedKernel:
 _fork_servers: dict[tuple, ForkServer] = {}
 
 
+def stop_fork_servers() -> None:
+    """Stop this process's fork servers and remove their scratch folders (a worker that stops)."""
+    for server in _fork_servers.values():
+        server.stop()
+
+
 def fork_server(limits: dict) -> ForkServer:
     """This process's fork server for these limits (kernels of one worker run one at a time)."""
     key = tuple(sorted(limits.items()))
@@ -343,7 +355,29 @@ class SandboxedKernelClient(AsyncKernelClient):
         raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
 
 
-class SandboxedKernelManager(AsyncKernelManager):
+class PrivateIPCKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, talking to its kernel over Unix sockets in a folder of
+    its own instead of TCP ports: ports are picked free, closed, then bound by the kernel, and
+    kernels started at the same time (``--jobs 14``) can pick the same one ("Address already in
+    use", the kernel never answers). The grader's kernels never race for a port."""
+
+    def _use_private_ipc(self, folder: Path) -> None:
+        self.transport = "ipc"
+        self.ip = str(folder / "socket")  # paths under 108 bytes: the system temp folder, not the course's
+        self.connection_file = str(folder / "connection.json")
+
+    async def _async_pre_start_kernel(self, **kw):
+        self._ipc_dir = Path(tempfile.mkdtemp(prefix="kernel-ipc-"))
+        self._use_private_ipc(self._ipc_dir)
+        return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if not restart and getattr(self, "_ipc_dir", None):
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+
+
+class SandboxedKernelManager(PrivateIPCKernelManager):
     """A kernel manager that starts its kernel inside the sandbox, in a fresh work folder:
     forked from a warm fork server (the default), or started cold in a sandbox of its own."""
 
@@ -372,12 +406,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root))
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
-        self.transport = "ipc"
-        self.ip = str(ipc_dir / "socket")
-        self.connection_file = str(ipc_dir / "connection.json")
+        self._use_private_ipc(ipc_dir)  # TCP cannot cross into the sandbox's network namespace
         # Signals cannot reach the kernel through bwrap: interrupt it with a message.
         self.kernel_spec.interrupt_mode = "message"
-        started = await super()._async_pre_start_kernel(**kw)
+        started = await AsyncKernelManager._async_pre_start_kernel(self, **kw)
         give_to(self._sandbox_dir, self._uid)  # its sockets, and the connection file it reads
         return started
 
@@ -418,11 +450,11 @@ class SandboxedKernelManager(AsyncKernelManager):
             await asyncio.sleep(0.005)
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
+        await AsyncKernelManager._async_cleanup_resources(self, restart=restart)
         if not restart and getattr(self, "_sandbox_dir", None):
             if self._server:
                 self._server.reset()
-            shutil.rmtree(self._sandbox_dir, ignore_errors=True)
+            remove(str(self._sandbox_dir))
 
 
 class ReadOnlyOutputWidget(OutputWidget):
@@ -457,13 +489,22 @@ class SandboxedExecute(Execute):
 
     notebook_timeout = Integer(300, help="wall-clock seconds for the whole notebook").tag(config=True)
     max_cell_output_bytes = Integer(1024**2, help="output kept per cell; the rest is dropped").tag(config=True)
+    max_notebook_output_bytes = Integer(8 * 1024**2, help="output kept per notebook, all cells together; the rest "
+                                        "is dropped").tag(config=True)
     max_record_bytes = Integer(64 * 1024**2, help="check records kept per notebook").tag(config=True)
+
+    def __init__(self, **kwargs):
+        # nbgrader's Execute would make it jupyter_client's, whose kernels race for TCP ports;
+        # the sandbox's configuration still replaces it by SandboxedKernelManager
+        kwargs.setdefault("kernel_manager_class", PrivateIPCKernelManager)
+        super().__init__(**kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
         for cell in nb.cells:  # only what this run observes is noted (RebuildFromSource leaves none)
             cell.get("metadata", {}).pop(OBSERVED, None)
         self._deadline = time.monotonic() + self.notebook_timeout
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
+        self._notebook_bytes, self._notebook_cut = 0, False
         self._after_hidden, self._interrupted = False, False
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
@@ -495,7 +536,7 @@ class SandboxedExecute(Execute):
         """Note what the grader saw happen in ``cell`` (the notebook's status is read from these
         notes, never from the outputs, which the kernel writes), and show it there."""
         cell.metadata[OBSERVED] = event
-        cell.outputs.append(executor_error(event))
+        cell.outputs.extend(executor_error(event))
         return cell
 
     def process_message(self, msg, cell, cell_index):
@@ -536,5 +577,13 @@ class SandboxedExecute(Execute):
             over, limit = used > self.max_cell_output_bytes, self.max_cell_output_bytes
             if over and used - size <= limit:  # say it once
                 outs.append(new_output("stream", name="stdout", text=f"\n[output cut: more than {limit} bytes]\n"))
+            # ... and all cells together have a budget: 300 cells of 1 MiB would fill the results
+            self._notebook_bytes += 0 if over else size
+            if not over and self._notebook_bytes > self.max_notebook_output_bytes:
+                over = True
+                if not self._notebook_cut:
+                    self._notebook_cut = True
+                    self.nb.cells[cell_index].metadata[OBSERVED] = "output_cut"
+                    outs.append(new_output("stream", name="stdout", text=f"\n{OUTPUT_CUT}\n"))
         return None if over else super().output(outs, msg, display_id, cell_index)
 

@@ -7,16 +7,22 @@ outlive their kernel, resources shared by everyone, and device bugs a CPU grader
 """
 from __future__ import annotations
 
+import base64
 import html
+import os
 import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from classroom import secret_lines
+from classroom import REPO, Results, grade, make_submission, secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
-OPTIONS = ("--cell-timeout", "10", "--notebook-timeout", "60")
+OPTIONS = ("--cell-timeout", "60", "--notebook-timeout", "300")  # generous: a loaded machine must not time out honest work
 
 
 def added_cell(source: str):
@@ -87,3 +93,220 @@ def test_forged_status_is_the_students_error(statuses, attack):
     row = statuses.row(attack.name)
     assert "REGRADE-ME" not in row["reason"] and "FORGED" not in row["reason"]
     assert "time limit" not in row["reason"] and "kernel died" not in row["reason"]
+
+
+# --------------------------------------------------------------------------------------------
+# issue 28, item 6: kernels never race for TCP ports, with or without the sandbox
+
+# before the first hidden test: its output is shown
+SHOW_TRANSPORT = 'import json, ipykernel\nprint("TRANSPORT", json.load(open(ipykernel.get_connection_file()))["transport"])'
+
+
+@pytest.mark.parametrize("sandbox", [(), ("--no-sandbox",)], ids=["sandbox", "no-sandbox"])
+def test_kernels_at_high_jobs_use_no_ports(tmp_path, sandbox):
+    """Kernels started together pick their TCP ports free, then bind them: two could pick the same
+    (an H100 run at --jobs 14 lost a notebook so). Each kernel talks over sockets in a folder of its
+    own instead: every kernel says its transport is ipc, and no notebook ends in error."""
+    students = [f"student{i}" for i in range(6)]
+    for student in students:
+        make_submission(tmp_path / "class", student, ASSIGNMENT, added=[("project_qkv", "new", SHOW_TRANSPORT)])
+    process = grade(tmp_path / "class", tmp_path / "results", "--jobs", "6", *sandbox)
+    assert process.returncode == 0, process.stderr[-3000:]
+    results = Results.read(tmp_path / "results")
+    rows = [results.grades[(student, ASSIGNMENT)] for student in students]
+    assert [row["status"] for row in rows] == ["ok"] * len(students), rows
+    assert all(float(row["score"]) == float(row["max_score"]) for row in rows), rows
+    for student in students:
+        page = (tmp_path / "results" / "feedback" / student / ASSIGNMENT / "qkv.html").read_text()
+        assert "TRANSPORT ipc" in page
+
+
+# --------------------------------------------------------------------------------------------
+# 4. students who outlive their kernel: what a kernel leaves, however protected, is gone for the
+# next one graded in the same sandbox (one worker: one sandbox, students one after another)
+
+LEAVE = code(f"""
+    import os, zlib
+    ANSWER = zlib.compress({REFERENCE[SDPA]!r}.encode())
+    PLACES = ["/tmp", "/dev/shm", os.path.dirname(os.path.dirname(os.getcwd())), os.getcwd()]""")
+# the writer (a right answer) hides the answer in folders its owner cannot simply remove ...
+WRITE_PROTECTED = LEAVE + code("""
+    for place in PLACES:
+        try:
+            os.makedirs(f"{place}/keep/deeper", exist_ok=True)
+            open(f"{place}/keep/deeper/answer", "wb").write(ANSWER)
+            os.makedirs(f"{place}/closed", exist_ok=True)
+            open(f"{place}/closed/answer", "wb").write(ANSWER)
+            os.chmod(f"{place}/keep/deeper", 0o500)
+            os.chmod(f"{place}/keep", 0o500)
+            os.chmod(f"{place}/closed", 0)
+            os.chmod(place, 0o500)  # and the folder itself, so that nothing in it can go
+        except OSError:
+            pass""")
+# ... and the reader (a wrong answer) runs what it finds
+READ_PROTECTED = LEAVE + code("""
+    for place in PLACES:
+        for path in (f"{place}/keep/deeper/answer", f"{place}/closed/answer"):
+            try:
+                exec(zlib.decompress(open(path, "rb").read()))
+            except OSError:
+                pass""")
+
+OUTLIVE_ATTACKS = [
+    Attack("outlive_1_writer", "leaves files for the next student", WRITE_PROTECTED, twin="reference"),
+    Attack("outlive_2_reader", "reads what the last student left", READ_PROTECTED),
+    Attack("outlive_3_writer_again", "leaves files for the next student", WRITE_PROTECTED, twin="reference"),
+    Attack("outlive_4_reader_again", "reads what the last student left", READ_PROTECTED),
+]
+
+
+@pytest.fixture(scope="module")
+def outlive(tmp_path_factory):
+    return graded(tmp_path_factory, "outlive", OUTLIVE_ATTACKS, ("--jobs", "1", *OPTIONS))
+
+
+@pytest.mark.parametrize("attack", OUTLIVE_ATTACKS, ids=lambda a: a.name)
+def test_nothing_outlives_a_kernel(outlive, attack):
+    check_attacks(outlive, attack)
+
+
+CLOSE_AND_CLEAN = """
+import os, shutil, sys
+from autograder.forkserver import empty, remove
+top = sys.argv[1]
+def leave():
+    os.makedirs(f"{top}/keep/deeper"); open(f"{top}/keep/deeper/answer", "w").write("x")
+    os.makedirs(f"{top}/closed"); open(f"{top}/closed/answer", "w").write("x")
+    os.chmod(f"{top}/keep/deeper", 0o500); os.chmod(f"{top}/keep", 0o500); os.chmod(f"{top}/closed", 0)
+    os.chmod(top, 0o500)
+leave()
+shutil.rmtree(f"{top}/keep", ignore_errors=True); shutil.rmtree(f"{top}/closed", ignore_errors=True)
+os.chmod(top, 0o700)
+print("plain rmtree left", sorted(os.listdir(top)))
+os.chmod(top, 0o500)
+print("emptied", empty(top, 0o1777), oct(os.stat(top).st_mode & 0o7777), os.listdir(top))
+leave()
+remove(top)
+print("removed", not os.path.exists(top))
+"""
+
+
+def test_clean_up_removes_what_its_owner_closed():
+    """A kernel's folders closed to their owner (read-only, or mode 0) are removed by the same user
+    without privileges: the fork server's reset and a stopping worker's clean-up."""
+    top = Path(tempfile.mkdtemp(prefix="closed-scratch-"))  # where sandboxes' scratch folders are
+    as_user = []
+    if os.geteuid() == 0:  # root ignores modes: run as an unprivileged user, as the sandbox does
+        os.chown(top, 65534, 65534)
+        as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run([*as_user, sys.executable, "-c", CLOSE_AND_CLEAN, str(top)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["plain rmtree left ['closed', 'keep']", "emptied True 0o1777 []", "removed True"]
+
+
+# --------------------------------------------------------------------------------------------
+# 2. hidden tests echoed back: a hook installed before the tests keeps every cell the kernel
+# compiles; the student's function then says it, wherever the grader might quote the kernel
+
+KEEP_COMPILED = code("""
+    import base64, sys
+    _compiled = []
+    sys.addaudithook(lambda event, args: _compiled.append(args[0]) if event == "compile" and isinstance(
+        args[0], str) and "check_" in args[0] else None)
+    def _everything():
+        return "\\n".join(_compiled[-4:])
+    _honest = scaled_dot_product_attention""")
+
+ECHO_ATTACKS = [
+    # in the message of an exception raised on every call
+    Attack("echo_in_exception", "echoes hidden tests", KEEP_COMPILED + code("""
+        def scaled_dot_product_attention(*args, **kwargs):
+            raise ValueError("shapes do not fit:\\n" + _everything())"""), expect="at_most"),
+    # encoded, as the name of the type it returns, and as the line an error was "raised at"
+    Attack("echo_encoded", "echoes hidden tests", KEEP_COMPILED + code("""
+        def scaled_dot_product_attention(query, *args, **kwargs):
+            secret = base64.b64encode(_everything().encode()).decode()
+            if query.device.type == "meta":  # the grader reads the meta run's error for a device bug
+                raise RuntimeError("Expected all tensors to be on the same device, cpu and meta\\n at: " + _everything())
+            if query.dim() == 4:
+                return type("T_" + "_".join(_everything().split()[:40]).replace("=", "_"), (), {})(), None
+            raise TypeError(secret)"""), expect="at_most"),
+]
+
+
+@pytest.fixture(scope="module")
+def echoes(tmp_path_factory):
+    return graded(tmp_path_factory, "echoes", ECHO_ATTACKS)
+
+
+@pytest.mark.parametrize("attack", ECHO_ATTACKS, ids=lambda a: a.name)
+def test_hidden_tests_are_never_echoed(echoes, attack):
+    check_attacks(echoes, attack)
+    hidden = secret_lines(ASSIGNMENT) - {line.strip() for source in REFERENCE.values() for line in source.splitlines()}
+    shown = shown_to_student(echoes, attack.name)
+    assert [line for line in hidden if line in shown] == []
+    for blob in re.findall(r"[A-Za-z0-9+/=]{24,}", shown):  # nothing hidden, once decoded either
+        decoded = base64.b64decode(blob + "===", validate=False).decode("utf-8", "replace")
+        assert [line for line in hidden if line in decoded] == []
+    assert not re.search(r"hidden_\w+_cases", shown)  # the names of the hidden tests' own variables
+
+
+# --------------------------------------------------------------------------------------------
+# 5. resources shared by everyone: RAM disks and output have a size per notebook
+
+FILL_RAM_DISKS = """
+import os
+written = {}
+for place in ("/tmp", "/dev/shm"):
+    written[place] = 0
+    for n in range(16):  # 16 files of 64 MiB (the largest file a kernel may write): 1 GiB each
+        try:
+            with open(f"{place}/fill{n}", "wb") as f:
+                for _ in range(64):
+                    f.write(b"x" * 2**20)
+                    written[place] += 1
+        except OSError:
+            break
+print("WROTE", max(written.values()), "MiB")
+"""
+PRINT_A_LOT = 'print("y" * (900 * 1024))'
+
+RESOURCE_ATTACKS = [
+    Attack("fill_ram_disks", "fills the machine's memory through /tmp", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [FILL_RAM_DISKS])),
+    Attack("output_in_many_cells", "fills the results with output", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [PRINT_A_LOT] * 40)),
+]
+
+
+def _after(grade_id: str, nb: dict, sources: list[str]) -> dict:
+    (cell,) = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id]
+    at = nb["cells"].index(cell) + 1
+    nb["cells"][at:at] = [nbformat.v4.new_code_cell(source) for source in sources]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def resources(tmp_path_factory):
+    return graded(tmp_path_factory, "resources", RESOURCE_ATTACKS)
+
+
+@pytest.mark.parametrize("attack", RESOURCE_ATTACKS, ids=lambda a: a.name)
+def test_shared_resources_are_limited_per_notebook(resources, attack):
+    check_attacks(resources, attack)
+
+
+def test_ram_disks_have_a_size(resources):
+    from autograder.sandbox import TMPFS_BYTES
+
+    wrote = re.search(r"WROTE (\d+) MiB", shown_to_student(resources, "fill_ram_disks"))
+    assert wrote and 0 < int(wrote[1]) <= TMPFS_BYTES // 2**20
+
+
+def test_output_has_a_budget_per_notebook(resources):
+    row = resources.row("output_in_many_cells")
+    assert row["status"] == "ok" and "output cut" in row["reason"]
+    page = resources.out / "feedback" / "output_in_many_cells" / ASSIGNMENT / "qkv.html"
+    assert page.stat().st_size < 20 * 1024**2  # 40 cells of 0.9 MiB, 36 MiB without the budget
+    assert (resources.out / "results.json").stat().st_size < 5 * 1024**2
