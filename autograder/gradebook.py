@@ -98,6 +98,8 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     if database is not None and database.is_dir():
         raise CourseError(f"the gradebook {database} is a folder: give the path of a gradebook.db file "
                           "(created if it does not exist); nothing was recorded")
+    # nbgrader's Gradebook logs each database error's traceback before re-raising it: the one line below says it
+    logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     try:
         recorded = _record(results, db_url, source_dir, assignments, course_id, roster)
     except SQLAlchemyError as err:  # a wrong URL, a read-only database, one of another nbgrader version, ...
