@@ -12,11 +12,14 @@ and its notebook is ``invalid`` with a reason.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import shutil
 import stat
 import warnings
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -50,11 +53,39 @@ def _subdirs(folder: Path) -> list[Path]:
                   if p.is_dir() and not p.name.startswith(".") and p.name not in SKIPPED_NAMES)
 
 
+# Errors of reading a zip: its directory (BadZipFile), a member's data (zlib.error, a bad
+# CRC as BadZipFile, EOFError for a cut file), the disk (OSError).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError)
+UTF8_FLAG = 0x800  # general purpose bit 11: the name is UTF-8
+
+
+def member_name(member: zipfile.ZipInfo) -> str:
+    """A zip member's name as Info-ZIP's ``unzip`` reads it: UTF-8 when the zip says so (bit 11),
+    else the bytes as they are when they are valid UTF-8 (Info-ZIP's ``zip`` and most archivers
+    write UTF-8 names without the flag), else cp437, the zip format's old default (Python's
+    zipfile reads every unflagged name as cp437: 'müller' would become 'm├╝ller')."""
+    if member.flag_bits & UTF8_FLAG:
+        return member.filename
+    raw = member.orig_filename.encode("cp437")
+    try:
+        return raw.decode("utf-8").replace(os.sep, "/")
+    except UnicodeDecodeError:
+        return member.filename
+
+
+def zip_members(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The files of a zip (no folders), each renamed as ``unzip`` names it (``member_name``)."""
+    members = [m for m in archive.infolist() if not m.is_dir()]
+    for member in members:
+        member.filename = member_name(member)
+    return members
+
+
 def unpack_zip(zip_path: Path, dest: Path) -> Path:
     """Unpack ``zip_path`` into ``dest`` after checking its names and sizes."""
     try:
         with zipfile.ZipFile(zip_path) as archive:
-            members = [m for m in archive.infolist() if not m.is_dir()]
+            members = zip_members(archive)
             if len(members) > MAX_ZIP_FILES:
                 raise SubmissionsError(f"{zip_path} holds {len(members)} files (limit {MAX_ZIP_FILES})")
             if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
@@ -70,8 +101,32 @@ def unpack_zip(zip_path: Path, dest: Path) -> Path:
                     archive.extract(member, dest)
             for member in links:
                 _make_link(dest, member.filename, archive.read(member).decode("utf-8", "replace"))
-    except (zipfile.BadZipFile, OSError) as err:
-        raise SubmissionsError(f"cannot read {zip_path}: {err}") from err
+    except ZIP_ERRORS as err:
+        raise SubmissionsError(f"cannot read {zip_path}: {type(err).__name__}: {err}") from err
+    return dest
+
+
+def unpack_student_zips(root: Path, dest: Path) -> Path | None:
+    """A class folder of per-student zips (``alice.zip``, ``bob.zip``) as the layout ``grade``
+    reads: each zip is unpacked into ``dest/<its name>/`` (a wrapping folder inside it, such as
+    ``alice/``, skipped), the folders beside them are copied as they are (links kept as links,
+    so that they are still refused). None when ``root`` holds no zip."""
+    zips = sorted(p for p in root.iterdir() if p.suffix.lower() == ".zip" and p.is_file() and not p.is_symlink())
+    if not zips:
+        return None
+    dest.mkdir(parents=True)
+    for folder in _subdirs(root):
+        shutil.copytree(folder, dest / folder.name, symlinks=True)
+    for archive in zips:
+        student = dest / archive.stem
+        if student.exists():
+            raise SubmissionsError(f"{root} holds both {archive.name} and a folder {archive.stem}/: which is the student's?")
+        unpacked = unpack_zip(archive, dest / f".unzipping-{archive.stem}")
+        inner = _subdirs(unpacked)
+        if len(inner) == 1 and not inner[0].is_symlink() and not any(p.is_file() for p in unpacked.iterdir()) \
+                and inner[0].name.casefold() == archive.stem.casefold():
+            unpacked = inner[0]  # alice.zip holding alice/03-qkv/...
+        unpacked.rename(student)
     return dest
 
 
@@ -87,13 +142,14 @@ def _make_link(dest: Path, name: str, target: str) -> None:
 
 def find_root(folder: Path, assignments: list[str]) -> Path:
     """The folder whose subfolders are students, skipping wrappers like ``submitted/``
-    (never a linked one: what it points at is not the submissions)."""
+    (never a linked one: what it points at is not the submissions; never one beside
+    per-student zips, which are students too)."""
     def holds_students(d: Path) -> bool:
         return any((student / a).is_dir() for student in _subdirs(d) if not student.is_symlink() for a in assignments)
 
     while not holds_students(folder):
         children = _subdirs(folder)
-        if len(children) != 1 or children[0].is_symlink():
+        if len(children) != 1 or children[0].is_symlink() or any(p.suffix.lower() == ".zip" for p in folder.iterdir()):
             break
         folder = children[0]
     return folder
@@ -154,13 +210,87 @@ def _locate(folder: Path, notebook: str, notebooks_expected: int) -> tuple[Path 
     if expected.is_file() or expected.is_symlink():
         return expected, ""
     if not folder.is_dir():
-        return None, f"no folder {folder.name}/ was submitted"
+        return None, f"no folder {folder.name}/ was submitted ({_what_is_there(folder.parent, folder.name)})"
     others = sorted(p for p in folder.glob("*.ipynb") if p.is_file() or p.is_symlink())
     if len(others) == 1 and notebooks_expected == 1:
         # A renamed copy ("qkv-Copy1.ipynb") is still this student's work.
         return others[0], f"graded {others[0].name} in place of {expected.name}"
     listing = ", ".join(p.name for p in others) or "no notebook"
     return None, f"{expected.name} not found (found: {listing})"
+
+
+def _what_is_there(student: Path, assignment: str) -> str:
+    """What a student folder holds instead of ``assignment/``, and the near name it may be."""
+    entries = sorted(p.name + ("/" if p.is_dir() else "") for p in student.iterdir()
+                     if not p.name.startswith(".") and p.name not in SKIPPED_NAMES)
+    near = [e.rstrip("/") for e in entries if e.endswith("/") and near_names(e.rstrip("/"), [assignment])]
+    found = f"found: {', '.join(entries[:8])}{', ...' if len(entries) > 8 else ''}" if entries else "the folder is empty"
+    return found + (f"; is {near[0]}/ meant to be {assignment}/? rename it" if near else "")
+
+
+def _plain(name: str) -> str:
+    """A folder name as a person means it: no case, '_' and ' ' as '-'."""
+    return name.casefold().replace("_", "-").replace(" ", "-")
+
+
+def near_names(name: str, candidates: list[str]) -> list[str]:
+    """The candidates that ``name`` was probably meant to be ('03_qkv', 'QKV', '3-qkv' for
+    '03-qkv'), closest first: the same up to case and separators, else difflib's close matches
+    (of the whole name, or of the name without its number)."""
+    by_plain = {}
+    for candidate in candidates:
+        by_plain.setdefault(_plain(candidate), candidate)
+        by_plain.setdefault(_plain(candidate).lstrip("0123456789-"), candidate)
+    close = difflib.get_close_matches(_plain(name), list(by_plain), n=3, cutoff=0.75)
+    return list(dict.fromkeys(by_plain[c] for c in close))
+
+
+def diagnose(root: Path, assignments: list[str], notebooks: dict[str, list[str]]) -> list[str]:
+    """Why no ``<student>/<assignment>/<notebook>.ipynb`` was found under ``root``: what is there,
+    and what to do (a near name, a notebook outside an assignment folder, one student's folder)."""
+    root = _class_folder(root)
+    owner = {f"{nb}.ipynb": a for a in assignments for nb in notebooks[a]}
+    if any(d.name in assignments for d in _subdirs(root)):
+        return [f"{root.name}/ holds assignment folders itself: it looks like one student's folder; pass the "
+                "folder that holds every student's folder (SUBMISSIONS/<student_id>/<assignment>/)"]
+    hints = []
+    for student in _subdirs(root):
+        for entry in sorted(student.iterdir()):
+            if entry.is_dir() and entry.name not in SKIPPED_NAMES and not entry.name.startswith("."):
+                near = near_names(entry.name, assignments)
+                if entry.name not in assignments:
+                    hints.append(f"{student.name}/{entry.name}/: " + (f"did you mean {near[0]}?" if near else
+                                 f"not an assignment of the source ({', '.join(assignments)})"))
+            elif entry.suffix == ".ipynb":
+                where = (f"{student.name}/{owner[entry.name]}/{entry.name}" if entry.name in owner
+                         else f"{student.name}/<assignment>/")
+                hints.append(f"{student.name}/{entry.name}: a notebook outside an assignment folder; it belongs in {where}")
+    return hints
+
+
+def _class_folder(top: Path) -> Path:
+    """The folder that is most likely meant to hold the students: going down through wrapping
+    folders (a single folder each), the first whose folders hold notebooks directly or one
+    folder down (alice/qkv.ipynb, alice/03_qkv/qkv.ipynb)."""
+    folder = top
+    while True:
+        children = _subdirs(folder)
+        if any(next(child.glob("*.ipynb"), None) or next(child.glob("*/*.ipynb"), None) for child in children):
+            return folder
+        if len(children) != 1 or children[0].is_symlink():
+            return top
+        folder = children[0]
+
+
+def listing(root: Path, limit: int = 12) -> list[str]:
+    """The first files under ``root`` (for a message that shows what was found)."""
+    files = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() or path.is_symlink():
+            files.append(str(path.relative_to(root)))
+            if len(files) > limit:
+                return files[:limit] + ["..."]
+    return files or ["(no files)"]
 
 
 def load_notebook(path: Path) -> nbformat.NotebookNode:
