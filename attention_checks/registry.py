@@ -170,8 +170,9 @@ def declare(check: Check) -> Check:
     return check
 
 
-# The package's own machinery; every other module of the package declares an assignment's checks.
-MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers"}
+# The package's own machinery, and submit (how a notebook hands itself in to a submission
+# service); every other module of the package declares an assignment's checks.
+MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit"}
 
 
 def check_modules() -> list[str]:

@@ -21,35 +21,26 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from IPython.core.inputtransformer2 import TransformerManager
 
 import attention_checks
+from attention_checks import registry
 
 COURSE_CHECKS = "attention_checks"
 TOUCHES_CHECKS = "the course's own checks (attention_checks) from its code"
 
 # The public face of the checks: what a student may import and read. The machinery
 # (core's run_check, record's publish, references) is not in it: reaching it can forge records.
-CHECKS_DIR = Path(attention_checks.__path__[0])
-
-
 def _public_modules() -> set[str]:
-    """The assignments' modules: those that define check_* functions and that no other module
-    of the package imports (core, record and the like are the machinery)."""
-    texts = {path.stem: path.read_text() for path in CHECKS_DIR.glob("*.py") if path.stem != "__init__"}
-    machinery = {name for text in [*texts.values(), (CHECKS_DIR / "__init__.py").read_text()]
-                 for name in re.findall(r"^\s*from \.(\w+) import", text, re.M)}
-    machinery |= {name for text in texts.values() for found in re.findall(r"^\s*from \. import (.+)$", text, re.M)
-                  for name in re.findall(r"\w+", found)}
-    return {name for name, text in texts.items()
-            if name not in machinery and re.search(r"^(?:def\s+)?check_\w+\s*[=(]", text, re.M)}
+    """The modules of the checks a notebook may import: each assignment's (found on disk as the
+    registry finds them, whatever they import from each other) and ``submit``."""
+    return {module.rsplit(".", 1)[-1] for module in registry.check_modules()} | {"submit"}
 
 
 PUBLIC_MODULES = _public_modules()
-PUBLIC_NAMES = set(attention_checks.__all__) | {"pick_device"}
+PUBLIC_NAMES = set(attention_checks.__all__) | {"pick_device", "submit"}
 READ_ONLY_ATTRIBUTES = {"__doc__", "__name__", "__qualname__", "__module__", "__all__", "__version__"}
 READERS = {"help", "print", "dir", "repr", "str", "type", "id", "isinstance", "callable", "len", "hasattr",
            "sorted", "format", "display",  # builtins that read an object, and IPython's display

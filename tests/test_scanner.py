@@ -156,6 +156,10 @@ FAIR = {
         mine = Encoder(mine_layer, 2)
         mine.load_state_dict(ref.state_dict())
         """]),
+    "the notebook submitted from its last cell": ("softmax", SOFTMAX, [STABLE, """
+        from attention_checks.submit import submit
+        submit("https://grader.example.edu", "token")
+        """]),
     "setup cell pasted again, checks documentation read": ("softmax", SOFTMAX, [STABLE, """
         try:
             from attention_checks.softmax_scaling import check_softmax, check_scaled_scores
