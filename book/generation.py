@@ -87,8 +87,8 @@ class CausalSelfAttention(nn.Module):
         if self.position == "alibi":
             scores = scores + alibi_bias(self.nhead, L, L).to(scores)
         scores = scores.masked_fill(course.causal_mask(L, device=x.device), float("-inf"))
-        weights = scores.softmax(dim=-1)
-        return self.out((weights @ v).transpose(1, 2).reshape(B, L, E))  # heads side by side again
+        attn = torch.softmax(scores, -1)  # (B, H, L, L)
+        return self.out((attn @ v).transpose(1, 2).reshape(B, L, E))  # heads side by side again
 
 
 class Block(nn.Module):
