@@ -26,4 +26,7 @@ map lists every module):
                     an earlier run's results instead of being graded again
 - ``gradebook``     writing the results into an instructor's own nbgrader gradebook
 - ``lms``           from an LMS bulk download to nbgrader's layout, and grades back to the LMS
+- ``similarity``    ``similarity``: pairwise similarity of the students' own code, an offline HTML report
+- ``publish``       ``publish DIR``: the student distribution (no model solution, no hidden test) and its wheel
+- ``service``       ``serve`` and ``tokens``: the submission service (web pages, API, queue, policies)
 """

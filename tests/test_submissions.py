@@ -127,11 +127,11 @@ def test_hide_hidden_tests_fails_closed_without_an_end_marker():
 def test_grades_csv_sums_notebooks_and_keeps_the_worst_status():
     results = [NotebookResult("ann", "a1", "n1", "ok", 2, 4), NotebookResult("ann", "a1", "n2", "timeout", 1.5, 4,
                                                                              reason="slow"),
-               NotebookResult("ben", "a1", "n1", "missing", 0, 4, reason="n1.ipynb not found")]
+               NotebookResult("ben", "a1", "n1", "missing", 0, 4, reason="n1.ipynb not found", late=True)]
     lines = grades_csv(results).splitlines()
-    assert lines[0] == "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand"
-    assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow,0,0"
-    assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found,0,0"
+    assert lines[0] == "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late"
+    assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow,0,0,"
+    assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found,0,0,yes"  # the LMS's flag, reported only
 
 
 def _link(path, target):
