@@ -31,14 +31,14 @@ from attention_checks import registry
 COURSE_CHECKS = "attention_checks"
 TOUCHES_CHECKS = "the course's own checks (attention_checks) from its code"
 
-# The public face of the checks: what a student may import and read. The machinery
-# (core's run_check, record's publish, references) is not in it: reaching it can forge records.
 def _public_modules() -> set[str]:
     """The modules of the checks a notebook may import: each assignment's (found on disk as the
     registry finds them, whatever they import from each other) and ``submit``."""
     return {module.rsplit(".", 1)[-1] for module in registry.check_modules()} | {"submit"}
 
 
+# The public face of the checks: what a student may import and read. The machinery
+# (core, record's publish, the answers) is not in it: reaching it can forge records.
 PUBLIC_MODULES = _public_modules()
 PUBLIC_NAMES = set(attention_checks.__all__) | {"pick_device", "submit"}
 READ_ONLY_ATTRIBUTES = {"__doc__", "__name__", "__qualname__", "__module__", "__all__", "__version__"}
