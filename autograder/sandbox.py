@@ -244,10 +244,10 @@ class ForkServer:
 
     def prepare(self) -> Path:
         """Make the server ready for the next kernel; returns the folder kernels may write to."""
+        self.reset()  # may stop the server (and remove its scratch) when a kernel left something behind
         if self.process is None or self.process.poll() is not None:
             self.stop()
             self._start()
-        self.reset()
         return self.scratch
 
     def spawn(self, argv: list[str], cwd: Path) -> "ForkedKernel":

@@ -87,8 +87,10 @@ class Class:
         corrupt.write_text(corrupt.read_text()[:500])
         self.groups = {(student.name, a) for student in self.root.iterdir() for a in (A1, A2)}
 
-    def run(self, *extra: str, root: Path | None = None, grader: Path | None = None, cache_dir: bool = True) -> Run:
-        """The CLI through the spy: the results, and the groups it graded."""
+    def run(self, *extra: str, root: Path | None = None, grader: Path | None = None, cache_dir: bool = True,
+            exit_code: int = 0) -> Run:
+        """The CLI through the spy: the results, and the groups it graded (``exit_code`` 1: a
+        class in which no notebook could be graded, which the CLI reports and still writes)."""
         self.runs += 1
         out, log = self.tmp / f"out-{self.runs}", self.tmp / f"graded-{self.runs}.log"
         log.touch()
@@ -96,7 +98,7 @@ class Class:
                    "--source", str(self.source), *(["--cache", str(self.cache)] if cache_dir else []), *extra]
         process = subprocess.run(command, cwd=grader or self.grader, capture_output=True, text=True, timeout=1800,
                                  env=dict(os.environ, GRADED_LOG=str(log), PYTHONDONTWRITEBYTECODE="1"))
-        assert process.returncode == 0, process.stderr
+        assert process.returncode == exit_code, process.stderr
         return Run(out, [tuple(json.loads(line)) for line in log.read_text().splitlines()])
 
     def entry(self, student: str, assignment: str) -> Path:
@@ -199,11 +201,12 @@ def edit_check_comment(grader: Path) -> None:
     ("another cell timeout", None, ["--cell-timeout", "61"], True),
 ])
 def test_what_invalidates_the_cache(graded, tmp_path, change, edit, options, regraded):
-    """One student whose notebook is refused (no kernel: cheap), entry present from the first run."""
+    """One student whose notebook is refused (no kernel: cheap), entry present from the first run;
+    nothing in that class could be graded, so the CLI exits 1 whether the result is cached or not."""
     root = tmp_path / "class"
     shutil.copytree(graded.root / "corrupt", root / "corrupt")
     grader = edited_grader(graded, tmp_path.name, edit) if edit else None
-    run = graded.run(*options, root=root, grader=grader)
+    run = graded.run(*options, root=root, grader=grader, exit_code=1)
     assert run.graded == ([("corrupt", A1)] if regraded else []), change
     assert Results.read(run.out).grades[("corrupt", A1)] == Results.read(graded.first.out).grades[("corrupt", A1)]
 

@@ -251,6 +251,17 @@ def test_values_tolerances():
     assert "float32 precision only" in out.getvalue()
 
 
+def test_token_ids_are_compared_position_by_position_even_when_none_came_back():
+    """Decoding one token too few with max_len=1 returns (batch, 0) tokens: the report says so
+    and shows the sequences, as for any other wrong length (it once raised inside the judge)."""
+    expected = torch.tensor([[1, 4, 7], [2, 5, 8]])
+    empty = compare(torch.zeros(2, 0, dtype=torch.long), expected, torch.float32, "cpu")
+    assert not empty.values_ok and "0 tokens per sequence, expected 3" in empty.line
+    assert empty.details[0].split() == ["sequence", "0", "expected", "1", "4", "7"]
+    shifted = compare(torch.tensor([[4, 7, 0], [5, 8, 0]]), expected, torch.float32, "cpu")
+    assert "tokens differ at 6 of 6 positions" in shifted.line and shifted.details[2].split() == ["^"] * 3
+
+
 def test_dtype_and_device_are_checked():
     expected = torch.zeros(2, 3, dtype=torch.float64)
     half = compare(torch.zeros(2, 3, dtype=torch.float16), expected, torch.float32, "cpu")

@@ -201,7 +201,8 @@ def is_tokens(value: Any) -> bool:
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """(sequences, length) int64 on the CPU: every leading axis is a sequence, the last the positions."""
     t = t.detach().to("cpu", torch.int64)
-    return t.reshape(-1, t.shape[-1]) if t.dim() > 1 else t[None]
+    # math.prod, not -1: a batch of empty sequences (shape (2, 0)) has no size -1 could infer
+    return t.reshape(math.prod(t.shape[:-1]), t.shape[-1]) if t.dim() > 1 else t[None]
 
 
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
