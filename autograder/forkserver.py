@@ -29,6 +29,7 @@ import gc
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import stat
@@ -165,8 +166,9 @@ def reset(scratch: str) -> tuple[int, bool]:
         _reap()
         time.sleep(0.001)
     clean = True
+    mounts = _mount_points()  # the scratch folder and the Python bound into /tmp stay where they are
     for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):  # files, POSIX shared memory and queues
-        clean = empty(folder, _modes.get(folder)) and clean
+        clean = empty(folder, _modes.get(folder), keep=mounts) and clean
     _remove_sysv_ipc()
     _clear_user_keyrings()
     return killed, clean
@@ -181,22 +183,30 @@ def _reap() -> None:
             return
 
 
-def empty(folder: str, mode: int | None = None) -> bool:
-    """Remove everything in ``folder``, whatever a kernel did to it; True if it is empty now.
+def empty(folder: str, mode: int | None = None, keep: frozenset[str] = frozenset()) -> bool:
+    """Remove everything in ``folder``, whatever a kernel did to it, but the mount points in
+    ``keep`` and the folders on the way to them; True if nothing else is left.
 
     A kernel can leave folders that a plain rmtree by the same user cannot remove: read-only
     (``chmod 500``: nothing in them can be unlinked) or closed (``chmod 0``: they cannot even
     be listed). Their owner, the user the server runs as, can always open them again: each
     folder is made the owner's to read, write and enter before its content goes. ``folder``
     itself gets ``mode`` back (a kernel could have closed /tmp to the next one). Anything left
-    (a tree too deep for its paths, say) is reported, and the grader then starts a new sandbox."""
+    (a tree too deep for its paths, say) is reported, and the grader then starts a new sandbox.
+    A mount point cannot go (the scratch folder is bound into the sandbox's /tmp at its own
+    path): it stays, and so do the folders that lead to it, each emptied of everything else."""
     _open_up(folder)
     try:
         entries = list(os.scandir(folder))
     except OSError:
         return not os.path.lexists(folder)
+    clean = True
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
+        if entry.path in keep:
+            continue
+        if any(point.startswith(entry.path + "/") for point in keep):
+            clean = empty(entry.path, keep=keep) and clean
+        elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
             try:
@@ -209,9 +219,23 @@ def empty(folder: str, mode: int | None = None) -> bool:
         except OSError:
             pass
     try:
-        return not os.listdir(folder)
+        left = [name for name in os.listdir(folder) if os.path.join(folder, name) not in keep
+                and not any(point.startswith(os.path.join(folder, name) + "/") for point in keep)]
     except OSError:
         return False
+    return clean and not left
+
+
+def _mount_points() -> frozenset[str]:
+    """Every mount point of this process's mount namespace (/proc/self/mountinfo's fifth field,
+    whose spaces and other odd bytes are octal escapes)."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as table:
+            rows = table.read().splitlines()
+    except OSError:
+        return frozenset()
+    unescape = lambda field: re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)  # noqa: E731
+    return frozenset(os.fsdecode(unescape(row.split()[4])) for row in rows if len(row.split()) > 4)
 
 
 def _open_up(top: str) -> None:

@@ -106,6 +106,18 @@ LOOK_AROUND = """
 """
 
 
+def test_kernels_that_leave_only_files_share_one_warm_server(tmp_path):
+    """A reset that removed everything keeps the server: the next kernel is forked from the
+    same warm Python, not from a new sandbox that imports torch again (seconds per notebook).
+    The scratch folder is a mount point in the sandbox's /tmp, which a reset must not count
+    as something left behind."""
+    servers = set()
+    for code in ('open("/tmp/note", "w").write("x")', 'open("../../note", "w").write("x")', "print(1)"):
+        run_kernel(tmp_path, code)
+        servers.add(sandbox.fork_server(LIMITS).process.pid)
+    assert len(servers) == 1
+
+
 def test_nothing_of_one_kernel_is_left_for_the_next(tmp_path):
     out, _ = run_kernel(tmp_path, LEAVE_TRACES)
     assert out.split() == ["True"] * 5  # every trace was left
