@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from notebook_harness import SourceNotebook, _nbgrader, load_corpus, run_test_cell, tf32
+from notebook_harness import SourceNotebook, load_corpus, run_test_cell, tf32
 
 from attention_checks import CheckFailed
 from attention_checks.answers.judging import judge, judge_records, judged

@@ -1,6 +1,6 @@
 """Every assignment's notebook against its declared checks, one parametrised module for all:
 the layout of the source notebook, full marks for the reference solution, zero for the
-release stubs, the corpus of simulated students (in-process), and the promises of every
+release stubs, a sample of the corpus of simulated students (in-process), and the promises of every
 declared check (answers for it, deterministic inputs, no answer in a recording kernel).
 Adding an assignment adds its cases here without a line of test code."""
 from __future__ import annotations
@@ -181,15 +181,30 @@ def test_corpus_is_big_enough(assignment):
         assert sum(e.expect == "partial" for e in touching) >= 4, name
 
 
-CORPUS = [(a, e) for a in ASSIGNMENTS for e in load_corpus(a)]
+def in_process_sample(assignment: str) -> list:
+    """For each graded function, its first correct and its first buggy corpus student (by name).
+
+    The real CLI grades every corpus student (tests/test_grading.py). A student's own notebook
+    judges with the same answers and reports (attention_checks.answers), reached in-process
+    instead of through a record: one correct and one buggy student per function take every
+    check through that path, without grading the whole corpus a second time."""
+    entries = [e for e in load_corpus(assignment) if not e.added]
+    sample = {}
+    for function in notebook(assignment).solutions:
+        for expect in ("full", "partial"):
+            first = next((e for e in entries if e.expect == expect and function in e.cells), None)
+            if first is not None:
+                sample[first.name] = first
+    return list(sample.values())
+
+
+CORPUS = [(a, e) for a in ASSIGNMENTS for e in in_process_sample(a)]
 
 
 @pytest.mark.parametrize("assignment, entry", CORPUS, ids=[f"{a}/{e.name}" for a, e in CORPUS])
 def test_corpus_student_in_process(assignment, entry):
-    """Each simulated student scores as its file declares, judged in-process (the real CLI
-    grades the same students in tests/test_grading.py)."""
-    if entry.added:
-        pytest.skip("adds cells: only the real grader runs those (tests/test_grading.py)")
+    """A sampled simulated student scores as its file declares, judged in-process, and a
+    buggy one sees its hint."""
     assert notebook(assignment).corpus_problem(entry) is None
 
 

@@ -1,9 +1,7 @@
 """End to end: real submissions through `python -m autograder grade`, one run per assignment."""
 from __future__ import annotations
 
-import html
 import math
-import re
 import shutil
 import subprocess
 import sys
@@ -15,53 +13,16 @@ import psutil
 import pytest
 
 from autograder.course import find_assignments
-from classroom import (REPO, Results, grade, load_corpus, make_submission, notebook_name, reference_code,
-                       secret_lines, tree_digest, written_answers)
+from classroom import REPO, Results, grade, load_corpus, notebook_name, reference_code, secret_lines, tree_digest
+from graded_classes import GradedClass, graded_class
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 sys.path.insert(0, str(REPO / "benchmarks"))  # hint_coverage's tally
 
 
-class GradedClass:
-    """A class of fake students for one assignment, graded once by the CLI."""
-
-    def __init__(self, assignment: str, tmp: Path):
-        self.assignment = assignment
-        self.root = tmp / "submitted"
-        self.out = tmp / "results"
-        self.corpus = load_corpus(assignment, cli=True)
-        # the reference student answers the written questions in words of its own (graded by hand)
-        self.written = {gid: f"My answer to {gid}: the scores grow with the width." for gid in written_answers(assignment)}
-        make_submission(self.root, "reference", assignment, self.written)
-        make_submission(self.root, "stub", assignment, answer_all=False)
-        for entry in self.corpus:
-            make_submission(self.root, f"corpus-{entry.name}", assignment, entry.cells, added=entry.added)
-        renamed = make_submission(self.root, "renamed", assignment)
-        renamed.rename(renamed.with_name(f"{renamed.stem}-Copy1.ipynb"))
-        (self.root / "no-notebook" / assignment).mkdir(parents=True)
-        (self.root / "no-notebook" / assignment / "notes.txt").write_text("forgot to upload")
-        corrupt = make_submission(self.root, "corrupt", assignment)
-        corrupt.write_text(corrupt.read_text()[:500])  # a truncated upload
-        self.digest_before = tree_digest(self.root)
-        self.process = grade(self.root, self.out)
-        assert self.process.returncode == 0, self.process.stderr
-        self.results = Results.read(self.out)
-
-    def row(self, student: str) -> dict:
-        return self.results.grades[(student, self.assignment)]
-
-    def tests(self, student: str) -> list[dict]:
-        return self.results.notebooks[(student, self.assignment)]["tests"]
-
-    def feedback_text(self, student: str) -> str:
-        """The feedback page as a reader sees it: tags removed, entities decoded."""
-        page = (self.out / "feedback" / student / self.assignment / f"{notebook_name(self.assignment)}.html").read_text()
-        return html.unescape(re.sub(r"<[^>]+>", "", page))
-
-
 @pytest.fixture(scope="module", params=ASSIGNMENTS)
 def graded(request, tmp_path_factory) -> GradedClass:
-    return GradedClass(request.param, tmp_path_factory.mktemp(request.param))
+    return graded_class(request.param, tmp_path_factory)
 
 
 def only_for(graded: GradedClass, *assignments: str) -> None:

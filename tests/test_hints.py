@@ -1,35 +1,40 @@
 """A hint names the student's own mistake, never another one (issue 27).
 
-Every buggy corpus student of 07-additive-attention is graded in-process: its failing messages
-must hold its own ``# hint:``, and no hint line may hold another mistake's (the rule of
-benchmarks/hint_coverage.py's ``foreign_hints``, whose table shows it per assignment). The rule
-itself is tested on made-up messages: it must find another mistake's hint, and let pass the
-student's own, one of the same mistake, and a hedged hint the student's file allows."""
+Every buggy corpus student of 07-additive-attention, as the real CLI graded it (the class
+tests/test_grading.py grades too, graded once per session: tests/graded_classes.py): its
+failing messages must hold its own ``# hint:``, and no hint line may hold another mistake's
+(the rule of benchmarks/hint_coverage.py's ``foreign_hints``, whose table shows it per
+assignment). The rule itself is tested on made-up messages: it must find another mistake's
+hint, and let pass the student's own, one of the same mistake, and a hedged hint the student's
+file allows."""
 from __future__ import annotations
 
 import sys
 
 import pytest
 
-from classroom import REPO, CorpusEntry, load_corpus
-from notebook_harness import SourceNotebook
+from classroom import REPO, CorpusEntry
+from graded_classes import graded_class
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from hint_coverage import foreign_hints, mistake_hints  # noqa: E402
 
 ASSIGNMENTS = ["07-additive-attention"]  # 08-decoder: once its diagnoses land (issue 27)
-BUGGY = [(a, e) for a in ASSIGNMENTS for e in load_corpus(a) if e.expect == "partial" and not e.added]
-NOTEBOOKS: dict[str, SourceNotebook] = {}
-KNOWN: dict[str, set[str]] = {}  # assignment -> the hints of its known mistakes
 
 
-@pytest.mark.parametrize("assignment, entry", BUGGY, ids=[f"{a}/{e.name}" for a, e in BUGGY])
-def test_every_hint_is_the_students_own(assignment, entry):
-    nb = NOTEBOOKS.setdefault(assignment, SourceNotebook(assignment))
-    known = KNOWN.setdefault(assignment, mistake_hints(assignment))
-    failing = [message for points, message in nb.grade_all(entry.cells).values() if not message.startswith("✓")]
-    assert any(entry.hint.lower() in text.lower() for text in failing), "\n\n".join(failing)
-    assert foreign_hints(entry, failing, load_corpus(assignment, cli=True), known) == [], "\n\n".join(failing)
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_hint_is_the_students_own(assignment, tmp_path_factory):
+    graded = graded_class(assignment, tmp_path_factory)
+    known = mistake_hints(assignment)
+    buggy = [e for e in graded.corpus if e.expect == "partial"]
+    assert buggy, f"no buggy student in tests/corpus/{assignment}/"
+    problems = []
+    for entry in buggy:
+        failing = graded.failing_messages(f"corpus-{entry.name}")
+        if not any(entry.hint.lower() in text.lower() for text in failing):
+            problems.append(f"{entry.name}: no {entry.hint!r} in\n" + "\n\n".join(failing))
+        problems += foreign_hints(entry, failing, graded.corpus, known)
+    assert not problems, "\n\n".join(problems)
 
 
 # --------------------------------------------------------------------------

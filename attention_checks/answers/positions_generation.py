@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
 from ..positions_generation import DRIFT, SHIFT, ToyLM, sampling_generator, scores
 from ..registry import Inputs, Spec

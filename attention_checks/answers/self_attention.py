@@ -7,7 +7,6 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..registry import Inputs, Spec
 from .judging import Answer, Mistake, swapped_outputs
 
 
