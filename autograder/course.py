@@ -15,11 +15,14 @@ import shutil
 from pathlib import Path
 
 import nbformat
+import nbgrader
+from alembic.script import ScriptDirectory
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
-from nbgrader.api import Gradebook
+from nbgrader.api import Base, Gradebook
 from nbgrader.converters import Autograde
 from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, GetGrades
+from sqlalchemy import create_engine, text
 from traitlets.config import Config
 
 from .exporters import AutogradeExporter
@@ -112,6 +115,28 @@ def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 3
     return c
 
 
+@functools.cache
+def gradebook_revision() -> str:
+    """The revision of nbgrader's gradebook schema (the head of its alembic migrations)."""
+    return ScriptDirectory(str(Path(nbgrader.__file__).parent / "alembic")).get_current_head()
+
+
+def new_gradebook(path: Path) -> None:
+    """An empty gradebook at ``path``, as nbgrader's Gradebook makes one: its tables, and the
+    schema's revision in alembic's table. nbgrader asks a new ``alembic`` process for that
+    revision every time it makes a gradebook (seconds: it imports alembic and every migration);
+    here it is read once per process."""
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        Base.metadata.create_all(bind=engine)
+        with engine.begin() as connection:
+            connection.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            connection.execute(text("INSERT INTO alembic_version (version_num) VALUES (:revision)"),
+                               {"revision": gradebook_revision()})
+    finally:
+        engine.dispose()
+
+
 class Course:
     """An nbgrader course rooted at ``root``, with the assignments of ``source_dir``."""
 
@@ -140,6 +165,9 @@ class Course:
             shutil.copytree(self.source_dir / assignment, self.root / "source" / assignment,
                             ignore=shutil.ignore_patterns(*IGNORED))
         self.db_url = f"sqlite:///{self.root / 'gradebook.db'}"
+        if not (self.root / "gradebook.db").exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            new_gradebook(self.root / "gradebook.db")
         self.api = NbGraderAPI(config=self._config(cell_timeout, notebook_timeout, memory_limit, sandbox, warm_kernels))
         self.api.log.setLevel(logging.ERROR)
 

@@ -10,6 +10,7 @@ nbconvert 7.16.0, nbclient 0.10.0) and the installed ones.
 from __future__ import annotations
 
 import inspect
+import os
 from importlib.metadata import version
 from pathlib import Path
 
@@ -97,3 +98,29 @@ def test_the_attributes_the_grader_reads_are_there():
     assert "timeout_func" in client.trait_names()  # sandbox.py: the notebook's deadline
     from nbconvert.filters.markdown_mistune import InvalidNotebook  # feedback.py: a lost attachment
     assert issubclass(InvalidNotebook, Exception)
+
+
+def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
+    """course.new_gradebook writes nbgrader's tables and schema revision itself (nbgrader asks a
+    new alembic process for the revision: seconds per course); nbgrader's own Gradebook makes
+    the same database, and opens ours as an existing one."""
+    import sqlite3
+    import sys
+
+    from nbgrader.api import Gradebook
+
+    from autograder.course import new_gradebook
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # nbgrader runs `alembic`
+    new_gradebook(tmp_path / "ours.db")
+    Gradebook(f"sqlite:///{tmp_path / 'theirs.db'}").close()
+
+    def contents(path):
+        with sqlite3.connect(path) as db:
+            return (sorted(db.execute("SELECT type, name, sql FROM sqlite_master")),
+                    db.execute("SELECT version_num FROM alembic_version").fetchall())
+
+    assert contents(tmp_path / "ours.db") == contents(tmp_path / "theirs.db")
+    with Gradebook(f"sqlite:///{tmp_path / 'ours.db'}", "a-course") as gradebook:
+        gradebook.add_student("ann")
+        assert [s.id for s in gradebook.students] == ["ann"]
