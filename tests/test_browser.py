@@ -32,6 +32,8 @@ import yaml
 from headless import Chromium, Page, find_chromium
 from site_build import REPO
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
 TOC = yaml.safe_load((REPO / "_toc.yml").read_text())

@@ -33,6 +33,8 @@ from classroom import REPO, Results, load_corpus, make_submission, notebook_name
 sys.path.insert(0, str(REPO / "benchmarks"))
 import grade_class  # noqa: E402 - its snapshot of the grader
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 A1, A2 = "01-self-attention", "02-softmax-scaling"  # the cheapest two assignments
 
 # Top level, not under __main__: multiprocessing's spawn runs this file again (as __mp_main__)

@@ -21,6 +21,8 @@ import pytest
 from classroom import REPO, Results, grade, load_corpus, make_submission, reference_code, tree_digest
 from test_hostile import inflate_points
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 distributed = pytest.importorskip("distributed")
 
 ASSIGNMENT = "01-self-attention"

@@ -201,6 +201,7 @@ def in_process_sample(assignment: str) -> list:
 CORPUS = [(a, e) for a in ASSIGNMENTS for e in in_process_sample(a)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment, entry", CORPUS, ids=[f"{a}/{e.name}" for a, e in CORPUS])
 def test_corpus_student_in_process(assignment, entry):
     """A sampled simulated student scores as its file declares, judged in-process, and a
@@ -267,6 +268,7 @@ torch.save(found, sys.argv[2])
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", [a for a in ASSIGNMENTS if declared(a)])
 def test_a_recording_kernel_never_holds_an_answer(assignment, tmp_path):
     """Issue 12, finding 1: while a grading kernel runs the checks, no expected output exists

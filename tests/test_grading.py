@@ -16,6 +16,8 @@ from autograder.course import find_assignments
 from classroom import REPO, Results, grade, load_corpus, notebook_name, reference_code, secret_lines, tree_digest
 from graded_classes import GradedClass, graded_class
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 sys.path.insert(0, str(REPO / "benchmarks"))  # hint_coverage's tally
 

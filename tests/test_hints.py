@@ -19,6 +19,8 @@ from graded_classes import graded_class
 sys.path.insert(0, str(REPO / "benchmarks"))
 from hint_coverage import foreign_hints, mistake_hints  # noqa: E402
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENTS = ["07-additive-attention"]  # 08-decoder: once its diagnoses land (issue 27)
 
 

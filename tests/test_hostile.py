@@ -18,6 +18,8 @@ import pytest
 
 from classroom import REPO, Results, grade, make_submission, reference_code, tree_digest
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "03-qkv"
 SDPA = "scaled_dot_product_attention"
 REFERENCE = reference_code(ASSIGNMENT)

@@ -29,6 +29,8 @@ from autograder.feedback import FeedbackExporter
 from classroom import REPO, Results, grade, make_submission, notebook_name, reference_code
 from headless import Chromium, find_chromium
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "03-qkv"
 NOTEBOOK = notebook_name(ASSIGNMENT)
 SDPA = "scaled_dot_product_attention"

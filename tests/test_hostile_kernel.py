@@ -20,6 +20,8 @@ from autograder.runner import MAX_ADDED_CELLS
 from classroom import secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
 NOTEBOOK_TIMEOUT = 30
 

@@ -22,6 +22,8 @@ import pytest
 from classroom import REPO, Results, grade, make_submission, secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 OPTIONS = ("--cell-timeout", "60", "--notebook-timeout", "300")  # generous: a loaded machine must not time out honest work
 
 

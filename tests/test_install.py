@@ -17,6 +17,8 @@ import pytest
 
 from autograder import release
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "01-self-attention"  # the smallest; any assignment's setup cell installs the same way
 

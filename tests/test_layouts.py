@@ -16,6 +16,8 @@ from autograder.lms import guess_download
 from autograder.submissions import diagnose, discover, find_root, near_names, unpack_student_zips
 from classroom import REPO, Results, grade, make_submission
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENTS = sorted(p.name for p in (REPO / "solutions").iterdir() if any(p.glob("*.ipynb")))
 NOTEBOOKS = {a: sorted(p.stem for p in (REPO / "solutions" / a).glob("*.ipynb")) for a in ASSIGNMENTS}
 RELEASED = REPO / "exercises" / "03-qkv" / "qkv.ipynb"

@@ -26,6 +26,8 @@ from autograder import lms
 from autograder.submissions import SubmissionsError
 from classroom import make_submission, notebook_name, tree_digest
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "03-qkv"
 NB = notebook_name(ASSIGNMENT)
 

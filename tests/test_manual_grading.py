@@ -21,6 +21,8 @@ from traitlets.config import Config
 
 from classroom import grade, make_submission, notebook_name, written_answers
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "01-self-attention"  # the quickest to grade
 NB = notebook_name(ASSIGNMENT)
 (WRITTEN,) = written_answers(ASSIGNMENT)  # its one written question

@@ -23,6 +23,8 @@ from autograder import publish, release
 from classroom import REPO, reference_code
 from test_install import fresh_venv, kernel
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "01-self-attention"  # the smallest; every setup cell installs the same way
 
 

@@ -9,12 +9,15 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from autograder.cli import _kernel_environment
 from autograder.course import Course
 from autograder.runner import grade_all
 from autograder.submissions import discover
 from classroom import make_submission, reference_code
+
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
 ASSIGNMENT = "01-self-attention"
 

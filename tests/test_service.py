@@ -19,6 +19,8 @@ import yaml
 from classroom import REPO, secret_lines
 from test_service_support import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 STUDENTS = ["ann", "bob", "carl", "dora", "eve"]
 CLOSED, SCORE_ONLY = "01-closed", "01-score-only"  # copies of assignment 01 under other policies
 ATTEMPTS = 3

@@ -15,6 +15,8 @@ from classroom import REPO, make_submission
 from headless import Chromium, Page, find_chromium
 from test_service_support import ASSIGNMENT, Server, client, course_source, issue_tokens
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ARTIFACTS = Path(os.environ.get("SERVICE_ARTIFACTS", "/tmp/service-browser"))
 
 

@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from test_service_support import Server, client, course_source, issue_tokens, notebook_text, wait_done
+
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
 DASK = Path(sys.executable).with_name("dask")
 

@@ -19,6 +19,8 @@ import pytest
 from autograder.similarity import own_code, similarity
 from classroom import load_corpus, make_submission, reference_code
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "03-qkv"
 
 HELPERS = '''def _causal_bias(L, S, like):

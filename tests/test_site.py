@@ -12,6 +12,8 @@ import yaml
 from autograder.course import find_assignments
 from classroom import REPO, notebook_name, secret_lines
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 
 

@@ -22,6 +22,8 @@ from nbgrader.api import Gradebook
 from autograder.publish import HIDDEN, normalise, texts, without_comments
 from classroom import REPO, make_submission, notebook_name
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 ASSIGNMENT = "01-self-attention"
 NOTEBOOK = notebook_name(ASSIGNMENT)
 SHIPPED = REPO / "instructor" / "nbgrader_config.py"

@@ -25,6 +25,8 @@ from autograder.results import NotebookResult
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
                                     drop_broken_grade_ids, find_root, load_notebook, member_name, unpack_zip)
 
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
 NOTEBOOKS = {"03-qkv": ["qkv"], "05-masks": ["masks"]}
 
 
