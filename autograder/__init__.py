@@ -30,3 +30,11 @@ map lists every module):
 - ``publish``       ``publish DIR``: the student distribution (no model solution, no hidden test) and its wheel
 - ``service``       ``serve`` and ``tokens``: the submission service (web pages, API, queue, policies)
 """
+import sys
+
+# jsonschema (which nbformat validates with) imports rfc3987_syntax whenever it is installed, and
+# that module builds some 35 Earley parsers as it is imported: 2.5 s in every grading process, for
+# the IRI formats of JSON Schema, which no notebook schema uses (python-jsonschema/jsonschema#1428).
+# A module that is None in sys.modules is one Python cannot import: jsonschema then leaves out
+# those two formats, as it does wherever the package is not installed.
+sys.modules.setdefault("rfc3987_syntax", None)
