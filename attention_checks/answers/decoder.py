@@ -3,6 +3,9 @@ case's weights) and the known mistakes of each graded piece."""
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import re
 import warnings
 from typing import Any, Callable
 
@@ -10,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..core import tolerance
 from ..decoder import (
     ToyTranslator,
     build_seq2seq,
@@ -21,6 +25,7 @@ from ..decoder import (
     training_spec,
 )
 from ..registry import Inputs, Spec
+from .hints import split_error
 from .judging import Answer, Mistake
 
 Tensor = torch.Tensor
@@ -41,7 +46,8 @@ def _loaded(make: Callable[[], nn.Module], state: dict[str, Tensor]) -> nn.Modul
 
 def layer_forward(layer: nn.TransformerDecoderLayer, tgt, memory, tgt_mask=None, memory_mask=None,
                   tgt_key_padding_mask=None, memory_key_padding_mask=None, bug: str | None = None) -> Tensor:
-    """nn.TransformerDecoderLayer's forward (eval mode), or the same with one known bug."""
+    """nn.TransformerDecoderLayer's forward (eval mode), or the same with one known bug (a key of
+    LAYER_BUGS)."""
     T, S = tgt.shape[1], memory.shape[1]
     sa_mask, sa_pad = tgt_mask, tgt_key_padding_mask
     ca_mask, ca_pad = memory_mask, memory_key_padding_mask
@@ -57,29 +63,58 @@ def layer_forward(layer: nn.TransformerDecoderLayer, tgt, memory, tgt_mask=None,
         sa_pad, ca_pad = memory_key_padding_mask, tgt_key_padding_mask
     elif bug == "source padding in self-attention":
         sa_pad = memory_key_padding_mask
+    # which module plays each role: the norms after the three sublayers, the two attentions
+    norm1, norm2, norm3 = (getattr(layer, n) for n in _NORM_ORDERS.get(bug, ("norm1", "norm2", "norm3")))
+    self_attn, cross_attn = (getattr(layer, n) for n in _ATTENTIONS.get(bug, ("self_attn", "multihead_attn")))
     mha = lambda m, q, k, v, mask, pad: m(q, k, v, attn_mask=mask, key_padding_mask=pad, need_weights=False)[0]  # noqa: E731
     ffn = lambda x: layer.linear2(F.relu(layer.linear1(x)))  # noqa: E731
     if bug == "pre-norm":
-        x = layer.norm1(tgt)
-        x = tgt + mha(layer.self_attn, x, x, x, sa_mask, sa_pad)
-        x = x + mha(layer.multihead_attn, layer.norm2(x), memory, memory, ca_mask, ca_pad)
-        return x + ffn(layer.norm3(x))
-    x = layer.norm1(tgt + mha(layer.self_attn, tgt, tgt, tgt, sa_mask, sa_pad))
+        x = norm1(tgt)
+        x = tgt + mha(self_attn, x, x, x, sa_mask, sa_pad)
+        x = x + mha(cross_attn, norm2(x), memory, memory, ca_mask, ca_pad)
+        return x + ffn(norm3(x))
+    x = norm1(tgt + mha(self_attn, tgt, tgt, tgt, sa_mask, sa_pad))
     if bug == "cross keys from target":
-        ca = mha(layer.multihead_attn, x, x, x, sa_mask, sa_pad)
+        ca = mha(cross_attn, x, x, x, sa_mask, sa_pad)
     elif bug == "cross query from tgt":
-        ca = mha(layer.multihead_attn, tgt, memory, memory, ca_mask, ca_pad)
+        ca = mha(cross_attn, tgt, memory, memory, ca_mask, ca_pad)
+    elif bug == "memory as query":  # multihead_attn(memory, x, x): one row per source token
+        ca = mha(cross_attn, memory, x, x, ca_mask, ca_pad)
     elif bug == "no cross-attention":
         ca = torch.zeros_like(x)
     else:
-        ca = mha(layer.multihead_attn, x, memory, memory, ca_mask, ca_pad)
+        ca = mha(cross_attn, x, memory, memory, ca_mask, ca_pad)
     if bug == "no cross residual":
-        x = layer.norm2(ca)
+        x = norm2(ca)
     else:
-        x = layer.norm2(x + ca)
-    return layer.norm3(x + ffn(x))
+        x = norm2(x + ca)
+    return norm3(x + ffn(x))
 
 
+_SUBLAYERS = ("the self-attention", "the cross-attention", "the feed-forward network")
+_NORMS = ("norm1", "norm2", "norm3")
+# LayerNorms in another order, or one of them used for two or three sublayers (the others left
+# unused): each norm's loaded weights differ, so every arrangement gives its own output
+_NORM_ORDERS = {f"norms {''.join(n[-1] for n in order)}": order for order in itertools.product(_NORMS, repeat=3)
+                if order != _NORMS}
+_ATTENTIONS = {"self_attn twice": ("self_attn", "self_attn"), "multihead_attn twice": ("multihead_attn", "multihead_attn"),
+               "attentions swapped": ("multihead_attn", "self_attn")}
+
+
+def _norms_hint(order: tuple[str, ...]) -> str:
+    where = "; ".join(f"{n} after {s}" for n, s in zip(order, _SUBLAYERS))
+    if len(set(order)) == 3:
+        return (f"Your LayerNorms are in the wrong order ({where}): norm1 follows the self-attention, norm2 the "
+                "cross-attention and norm3 the feed-forward network; each has its own loaded weights.")
+    reused = max(order, key=order.count)
+    unused = " and ".join(n for n in _NORMS if n not in order)
+    return (f"You use {reused} for {'two' if order.count(reused) == 2 else 'all three'} sublayers and never {unused} "
+            f"({where}): each sublayer has its own LayerNorm with its own loaded weights, norm1 after the "
+            "self-attention, norm2 after the cross-attention, norm3 after the feed-forward network.")
+
+
+_ATTENTION_HINT = ("self_attn is the self-attention over the target and multihead_attn the cross-attention to the "
+                   "memory, each with its own loaded weights")
 LAYER_BUGS = {
     "tgt_mask ignored": "Your output ignores tgt_mask: pass it to the self-attention as attn_mask "
                         "(the causal mask keeps each target position from seeing later ones).",
@@ -99,11 +134,19 @@ LAYER_BUGS = {
                               "from the target, the keys and values from memory (multihead_attn(x, memory, memory)).",
     "cross query from tgt": "Your cross-attention's query is the layer's input tgt: it must be the output of "
                             "the first sublayer, x = norm1(tgt + self-attention).",
+    "memory as query": "Your cross-attention's query is the memory: the query comes from the target (x, the "
+                       "first sublayer's output), the keys and values from memory (multihead_attn(x, memory, "
+                       "memory)), so that it gives one row per target position.",
     "no cross-attention": "Your output does not depend on memory: the second sublayer is the cross-attention "
                           "to the encoder's output.",
     "no cross residual": "The second sublayer has no residual connection: x = norm2(x + cross-attention).",
     "pre-norm": "Your layer is pre-norm (x + Sublayer(LayerNorm(x))); PyTorch's default, and this exercise, "
                 "is post-norm: LayerNorm(x + Sublayer(x)).",
+    **{bug: _norms_hint(order) for bug, order in _NORM_ORDERS.items()},
+    "self_attn twice": f"Your cross-attention runs self_attn again and multihead_attn is never used: {_ATTENTION_HINT}.",
+    "multihead_attn twice": f"Your self-attention runs multihead_attn, which is also your cross-attention, and "
+                            f"self_attn is never used: {_ATTENTION_HINT}.",
+    "attentions swapped": f"Your two attention modules are swapped: {_ATTENTION_HINT}.",
 }
 
 
@@ -148,16 +191,24 @@ def _decoder_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
 def _decoder_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     decoder = _loaded(lambda: torch_decoder(spec), x.extra["state"])
     tgt, memory = x.args.values()
-    pad = x.kwargs.get("tgt_key_padding_mask")
-    layers, norm = list(decoder.layers), decoder.norm
+    return _stack_mistakes(list(decoder.layers), decoder.norm, tgt, memory, x.kwargs)
+
+
+def _stack_mistakes(layers: list[nn.Module], norm: nn.Module | None, tgt: Tensor, memory: Tensor,
+                    kwargs: dict[str, Tensor]) -> dict[str, Mistake]:
+    """The known mistakes of a decoder stack (the Decoder's, and the Transformer's decoder) around
+    correct layers, on float64 CPU inputs: each the output (padded rows hidden) and its hint."""
+    pad = kwargs.get("tgt_key_padding_mask")
     finish = lambda out: hide_padding(norm(out) if norm is not None else out, pad)  # noqa: E731
     found: dict[str, Mistake] = {}
 
     def add(name, hint, out):
         found[name] = Mistake(hint, dict(output=out))
 
+    def run(stack, tgt=tgt, memory=memory, **kw):
+        return _run_stack(stack, tgt, memory, {**kwargs, **kw})
+
     with torch.no_grad():
-        run = lambda stack, **kw: _run_stack(stack, tgt, memory, {**x.kwargs, **kw})  # noqa: E731
         if len(layers) > 1:
             # one module repeated: loading the state dict leaves it with the last layer's weights
             add("shared layers", "All your layers have the same weights: keep deep copies (copy.deepcopy) of the "
@@ -167,19 +218,33 @@ def _decoder_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
             add("last layer only", "Only your last layer seems to count: each layer must take the previous "
                 "layer's output, starting from tgt.", finish(run(layers[-1:])))
             add("one layer short", "Your stack runs one layer too few.", finish(run(layers[:-1])))
+            add("reversed", "Apply the layers in order, self.layers[0] first.", finish(run(layers[::-1])))
         if norm is not None:
             add("norm missing", "The final norm is missing: apply self.norm to the last layer's output when it "
                 "is not None.", hide_padding(run(layers), pad))
-        if x.kwargs:
+            final = "the final norm is applied once, to the last layer's output"
+            if len(layers) > 1:
+                add("norm after every layer", f"Your final norm runs after every layer: {final}.",
+                    hide_padding(run(_each_then(layers, norm)), pad))
+            add("norm before the layers", f"Your final norm normalises the decoder's input tgt: {final}.",
+                hide_padding(run(layers, tgt=norm(tgt)), pad))
+            add("norm on memory", f"Your final norm normalises the memory: {final}.",
+                hide_padding(run(layers, memory=norm(memory)), pad))
+        if kwargs:
             add("masks not passed", "Your layers get no masks: pass tgt_mask, memory_mask and the two padding "
                 "masks to every layer.", finish(_run_stack(layers, tgt, memory, {})))
-        if len(layers) > 1 and "memory_key_padding_mask" not in x.kwargs and "memory_mask" not in x.kwargs:
-            out = layers[0](tgt, memory, **x.kwargs)
+        if len(layers) > 1 and "memory_key_padding_mask" not in kwargs and "memory_mask" not in kwargs:
+            out = layers[0](tgt, memory, **kwargs)
             for layer in layers[1:]:
-                out = layer(out, out, **x.kwargs)  # later layers read the previous output as their memory
+                out = layer(out, out, **kwargs)  # later layers read the previous output as their memory
             add("memory from previous layer", "Every layer reads the same memory, the encoder's output; only the "
                 "target flows from layer to layer.", finish(out))
     return found
+
+
+def _each_then(layers, norm):
+    """The layers, each followed by `norm` (a final norm misplaced inside the loop)."""
+    return [lambda out, memory, layer=layer, **kw: norm(layer(out, memory, **kw)) for layer in layers]
 
 
 def _run_stack(layers, tgt, memory, kwargs):
@@ -199,6 +264,14 @@ def _transformer_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
         warnings.simplefilter("ignore")  # the encoder's fast path: "nested tensors are a prototype"
         out = model(*x.args.values(), **x.kwargs)
     return dict(output=hide_padding(out, x.kwargs.get("tgt_key_padding_mask")))
+
+
+def _with_norm(stack: nn.Module, norm: nn.Module | None) -> nn.Module:
+    """A shallow copy of an encoder or decoder with another final norm (its layers shared)."""
+    other = copy.copy(stack)
+    other._modules = dict(stack._modules)  # copy.copy shares the submodule dict: setting norm would change both
+    other.norm = norm
+    return other
 
 
 def _transformer_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
@@ -228,15 +301,28 @@ def _transformer_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]
         if "src_mask" not in kw:
             add("memory is the source", "Your decoder reads src itself: its memory is the encoder's output, "
                 "memory = encoder(src, ...).", model.decoder(tgt, src, **dec_kw))
-        enc_no_norm = copy.copy(model.encoder)
-        enc_no_norm.norm = None
+        encode = lambda encoder: encoder(src, mask=kw.get("src_mask"),  # noqa: E731
+                                         src_key_padding_mask=kw.get("src_key_padding_mask"))
         add("encoder norm missing", "The encoder's final LayerNorm (encoder.norm) is not applied.",
-            model.decoder(tgt, enc_no_norm(src, mask=kw.get("src_mask"),
-                                           src_key_padding_mask=kw.get("src_key_padding_mask")), **dec_kw))
-        dec_no_norm = copy.copy(model.decoder)
-        dec_no_norm.norm = None
+            model.decoder(tgt, encode(_with_norm(model.encoder, None)), **dec_kw))
         add("decoder norm missing", "The decoder's final LayerNorm (decoder.norm) is not applied.",
-            dec_no_norm(tgt, memory, **dec_kw))
+            _with_norm(model.decoder, None)(tgt, memory, **dec_kw))
+        # one LayerNorm module as both final norms: loading the state dict leaves it with the decoder's weights
+        add("final norm shared", "Your encoder and decoder share one final LayerNorm: encoder.norm and decoder.norm "
+            "are two modules, each with its own weights.",
+            model.decoder(tgt, encode(_with_norm(model.encoder, model.decoder.norm)), **dec_kw))
+    # the student's Transformer runs the student's Decoder and DecoderLayer: their mistakes show here too
+    layers, memory = list(model.decoder.layers), memory.detach()
+    stack = _stack_mistakes(layers, model.decoder.norm, tgt, memory, dec_kw)
+    found.update((name, m) for name, m in stack.items() if name != "norm missing")
+    with torch.no_grad():
+        for bug, hint in LAYER_BUGS.items():
+            try:
+                out = _run_stack([functools.partial(layer_forward, layer, bug=bug) for layer in layers], tgt, memory,
+                                 dec_kw)
+            except (RuntimeError, ValueError, AssertionError):  # a bug that cannot run on this case's shapes
+                continue
+            found.setdefault(bug, Mistake(hint, dict(output=hide_padding(model.decoder.norm(out), pad))))
     return found
 
 
@@ -252,7 +338,14 @@ def _shift_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
 def _shift_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     tgt, start = x.args["tgt"], x.args["start_token"]
     first = torch.full_like(tgt[:, :1], start)
-    return {
+    right = expected["output"]
+
+    def start_token_wrong(got: dict[str, Any]) -> bool:  # the shift is right, position 0 is not start_token
+        out = got.get("output")
+        return (isinstance(out, Tensor) and tuple(out.shape) == tuple(right.shape) and not out.is_floating_point()
+                and bool((out[:, 1:].cpu() == right[:, 1:]).all()) and bool((out[:, 0].cpu() != start).any()))
+
+    found = {
         "shifted left": Mistake("Your tokens move to the left: the decoder input is the target moved one step to "
                                 "the RIGHT, start_token first (start_token, tgt[:, 0], ..., tgt[:, T-2]).",
                                 dict(output=torch.cat([tgt[:, 1:], first], dim=1))),
@@ -267,18 +360,31 @@ def _shift_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         "unchanged": Mistake("Your result is the target itself: teacher forcing feeds the target shifted right "
                              "by one, with start_token in front, so that position t predicts tgt[:, t] from the "
                              "tokens before it.", dict(output=tgt.clone())),
+        "start token wrong": Mistake("Your shift is right but position 0 does not hold the start token: write the "
+                                     "start_token argument there (it changes from case to case; a tensor made with "
+                                     "zeros, or a fixed number, leaves another value).", dict(output=None),
+                                     fits=start_token_wrong),
     }
+    if tgt.shape[0] > 1:
+        found["batch axis"] = Mistake("Your tokens move along the batch axis (dim 0): shift each sequence along its "
+                                      "positions, dim 1 (start_token in column 0, then tgt[:, :-1]).",
+                                      dict(output=torch.cat([torch.full_like(tgt[:1], start), tgt[:-1]], dim=0)))
+    return found
 
 
 # --------------------------------------------------------------------------
 # greedy_decode
 
 
-def greedy(model, src, start_token: int, max_len: int, pick: str = "last", feed: bool = True) -> Tensor:
+def greedy(model, src, start_token: int, max_len: int, pick: str = "last", feed: str = "all") -> Tensor:
+    """Greedy decoding in float64 on the CPU, or a known variant of it: `pick` the logits of the
+    "last" or the "first" position; `feed` the model "all" the tokens so far, the start token
+    "alone", or only the "latest" token."""
     out = torch.full_like(src[:, :1], start_token)
     with torch.no_grad():
         for _ in range(max_len):
-            logits = model(src, out if feed else out[:, :1])
+            given = out if feed == "all" else out[:, :1] if feed == "alone" else out[:, -1:]
+            logits = model(src, given)
             scores = logits[:, -1] if pick == "last" else logits[:, 0]
             out = torch.cat([out, scores.argmax(-1, keepdim=True).to(src.dtype)], dim=1)
     return out[:, 1:]
@@ -298,6 +404,22 @@ def _greedy_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     # greedy decoding computes, so only a pass over a fixed input can be told apart)
     with torch.no_grad():
         all_start = model(src, first.expand(-1, n)).argmax(-1).to(src.dtype)
+
+    def sampled(got: dict[str, Any]) -> bool:
+        """Tokens of the right shape and vocabulary, not all the argmax given the tokens before them,
+        but as likely on average as a sampler's (an argmin or an index of another axis is not)."""
+        out = got.get("output")
+        if not isinstance(out, Tensor) or tuple(out.shape) != tuple(right.shape) or out.is_floating_point():
+            return False
+        out = out.cpu().long()
+        vocab = model.out.shape[-1]
+        if out.numel() == 0 or out.min() < 0 or out.max() >= vocab:
+            return False
+        with torch.no_grad():  # the model is causal: one pass gives each step's logits after the student's tokens
+            probs = model(src, torch.cat([first.long(), out[:, :-1]], dim=1)).softmax(-1)  # (B, n, vocab)
+        chosen = probs.gather(-1, out[..., None])[..., 0]
+        return bool((probs.argmax(-1) != out).any()) and chosen.mean().item() > 1 / vocab
+
     return {
         "start kept": Mistake("Your result starts with the start token: return only the max_len generated tokens.",
                               dict(output=torch.cat([first, right], dim=1))),
@@ -305,14 +427,26 @@ def _greedy_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                               "generate max_len tokens and drop the start token (out[:, 1:]).",
                               dict(output=torch.cat([first, right[:, :-1]], dim=1))),
         "one short": Mistake("You generate max_len - 1 tokens: loop max_len times.", dict(output=right[:, :-1])),
+        "one too many": Mistake("You generate max_len + 1 tokens: loop max_len times, and return the max_len "
+                                "tokens after the start token.",
+                                dict(output=greedy(model, src, start, n + 1))),
         # with a causal model the first position's logits see the start token only: both bugs look alike
         "start token alone": Mistake("Every token you generate is predicted from the start token alone: append "
                                      "each predicted token to the decoder input, run the model on the longer "
                                      "input and take the logits of its LAST position (logits[:, -1]).",
-                                     dict(output=greedy(model, src, start, n, feed=False))),
+                                     dict(output=greedy(model, src, start, n, feed="alone"))),
+        "latest token only": Mistake("Each of your tokens is predicted from the previous token alone: the decoder "
+                                     "reads the whole sequence so far (the start token and every token generated), "
+                                     "not only the last one, as an RNN would; take the logits of its last position.",
+                                     dict(output=greedy(model, src, start, n, feed="latest"))),
         "teacher forced": Mistake("Your tokens come from one parallel pass over a fixed input, as in training: at "
                                   "inference there is no ground truth to feed; generate one token at a time and "
                                   "feed each guess back.", dict(output=all_start)),
+        "sampled": Mistake("Some of your tokens are not the model's most likely next token after your own earlier "
+                           "tokens: are they sampled (torch.multinomial, Categorical(...).sample(), top-k)? Greedy "
+                           "decoding always takes the argmax of the last position's logits, "
+                           "logits[:, -1].argmax(-1). (An argmax over another axis gives other tokens too.)",
+                           dict(output=None), fits=sampled),
     }
 
 
@@ -349,7 +483,31 @@ def _training_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
     return dict(losses=_training_losses(x, spec))
 
 
+def _curve(got: dict[str, Any], expected: Tensor) -> Tensor | None:
+    """The student's losses as float64 on the CPU, when they are a curve of the right length."""
+    losses = got.get("losses")
+    if not isinstance(losses, Tensor) or tuple(losses.shape) != tuple(expected.shape) or not losses.is_floating_point():
+        return None
+    losses = losses.detach().to("cpu", torch.float64)
+    return losses if bool(losses.isfinite().all()) else None
+
+
 def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
+    right = expected["losses"]
+    same = lambda a, b: torch.allclose(a, b, **tolerance(torch.float32))  # noqa: E731 - as the losses are judged
+
+    def first_loss_differs(got) -> bool:
+        losses = _curve(got, right)
+        return losses is not None and not same(losses[:1], right[:1])
+
+    def learns_less(got) -> bool:
+        losses = _curve(got, right)
+        return losses is not None and same(losses[:1], right[:1]) and losses[-1] > right[-1]
+
+    def learns_otherwise(got) -> bool:
+        losses = _curve(got, right)
+        return losses is not None and same(losses[:1], right[:1])
+
     return {
         "encoder frozen": Mistake("Your loss falls, but as if the encoder never learned: gradients do not reach its "
                                   "weights (a .detach() or torch.no_grad() on the memory, or weights that are not "
@@ -363,13 +521,66 @@ def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                                    "reaches the Transformer or the embeddings (a .detach() on the Transformer's "
                                    "output, or the forward pass under torch.no_grad()).",
                                    dict(losses=_training_losses(x, spec, "output detached"))),
+        # no known run matches: what the curve itself says
+        "first loss differs": Mistake(
+            "Your first loss, before any update, already differs: in training mode your model computes something "
+            "else than nn.Transformer does. If your Transformer passes its own test (run in eval mode), the "
+            "difference is what training mode switches on: dropout. Every dropout must use the dropout given to "
+            "__init__ (0.0 here): pass it on to every layer and nn.MultiheadAttention, and use "
+            "F.dropout(x, p, training=self.training). Otherwise the Transformer test's hint names the mistake.",
+            dict(losses=None), fits=first_loss_differs),
+        "learns less": Mistake(
+            "Your first loss agrees with the reference's (within the tolerance) but your losses fall more slowly "
+            "and end higher. If your Transformer fails its own test, that test's hint names the mistake (a small "
+            "difference in the forward pass grows as the model trains). If it passes, part of the model does not "
+            "learn: some weights get no gradient (a .detach() or torch.no_grad() inside your Transformer, weights "
+            "kept as plain tensors instead of nn.Parameter) or are shared between two roles.",
+            dict(losses=None), fits=learns_less),
+        "learns otherwise": Mistake(
+            "Your first loss agrees with the reference's (within the tolerance) but the later ones differ. If your "
+            "Transformer fails its own test, that test's hint names the mistake. If it passes, the gradients "
+            "differ from nn.Transformer's (a .detach() or torch.no_grad() inside your Transformer, weights kept "
+            "as plain tensors, or weights shared between two roles).", dict(losses=None), fits=learns_otherwise),
     }
 
 
+# --------------------------------------------------------------------------
+# crashes of the module checks: the target (T) and the source (S) lengths mixed up
+
+
+def _module_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
+    """A decoder's own reading of a crash whose sizes are the target's and the source's lengths;
+    [] for any other crash (the generic hints then)."""
+    first, _ = split_error(error)
+    T, S = spec["T"], spec["S"]
+    roles = ("the cross-attention's query is the target (x, the first sublayer's output) and its keys and "
+             "values are the memory, multihead_attn(x, memory, memory)")
+    m = re.search(r"Expected key_padded_mask\.shape\[1\] to be (\d+), but got (\d+)", first)
+    if m and {int(m[1]), int(m[2])} == {T, S}:
+        keys, mask = ("the target", "memory_key_padding_mask") if int(m[1]) == T else ("the memory",
+                                                                                       "tgt_key_padding_mask")
+        return [f"An attention has {keys} as its keys ({m[1]} of them) but gets {mask} ({m[2]} entries): either the "
+                f"mask is the wrong one (the self-attention takes tgt_key_padding_mask, the cross-attention "
+                f"memory_key_padding_mask), or the attention's query and keys are not the tensors you meant: {roles}."]
+    m = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+                  r"dimension 1", first)
+    if m and {int(m[1]), int(m[2])} == {T, S}:
+        return [f"A tensor with one row per source token (S = {S}) meets one with a row per target position "
+                f"(T = {T}): an attention gives one row per query, so {roles}; the layer's output has the "
+                "target's length."]
+    m = re.search(r"The shape of the 2D attn_mask is torch\.Size\(\[(\d+), (\d+)\]\), but should be \((\d+), (\d+)\)",
+                  first)
+    if m and {int(m[1]), int(m[2]), int(m[3]), int(m[4])} <= {T, S}:
+        return [f"An attn_mask is (queries, keys) of its attention ({m[3]} x {m[4]} here, yours is {m[1]} x {m[2]}): "
+                "either the mask is the wrong one (the causal tgt_mask (T, T) belongs to the self-attention, "
+                f"memory_mask (T, S) to the cross-attention), or {roles}."]
+    return []
+
+
 ANSWERS = {
-    "DecoderLayer": Answer(_layer_reference, _layer_mistakes),
-    "Decoder": Answer(_decoder_reference, _decoder_mistakes),
-    "Transformer": Answer(_transformer_reference, _transformer_mistakes),
+    "DecoderLayer": Answer(_layer_reference, _layer_mistakes, crash=_module_crash),
+    "Decoder": Answer(_decoder_reference, _decoder_mistakes, crash=_module_crash),
+    "Transformer": Answer(_transformer_reference, _transformer_mistakes, crash=_module_crash),
     "shift_right": Answer(_shift_reference, _shift_mistakes),
     "greedy_decode": Answer(_greedy_reference, _greedy_mistakes),
     "training": Answer(_training_reference, _training_mistakes),

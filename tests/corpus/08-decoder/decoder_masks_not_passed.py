@@ -1,6 +1,7 @@
 # Passes only tgt and memory to the layers.
 # expect: partial
 # hint: get no masks
+# also: first loss, before any update, already differs
 # %% cell: decoder
 class Decoder(nn.Module):
     def __init__(self, layer, num_layers, norm=None):

@@ -1,6 +1,8 @@
 # Keeps the norm but never applies it.
 # expect: partial
 # hint: final norm is missing
+# also: The decoder's final LayerNorm (decoder.norm) is not applied
+# also: first loss, before any update, already differs
 # %% cell: decoder
 class Decoder(nn.Module):
     def __init__(self, layer, num_layers, norm=None):

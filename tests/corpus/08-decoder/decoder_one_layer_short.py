@@ -1,6 +1,7 @@
 # range(num_layers - 1): one layer too few.
 # expect: partial
 # hint: one layer too few
+# also: first loss, before any update, already differs
 # %% cell: decoder
 class Decoder(nn.Module):
     def __init__(self, layer, num_layers, norm=None):

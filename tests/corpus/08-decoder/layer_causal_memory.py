@@ -1,6 +1,7 @@
 # Puts a causal mask on the cross-attention too, 'because the decoder must not see the future'.
 # expect: partial
 # hint: cross-attention has a causal mask
+# also: If your Transformer fails its own test
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

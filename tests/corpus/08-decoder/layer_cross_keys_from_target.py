@@ -1,6 +1,7 @@
 # A second self-attention instead of the cross-attention: keys and values from the target.
 # expect: partial
 # hint: keys and values from the target
+# also: first loss, before any update, already differs
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,7 @@
 # The cross-attention's query is the layer's input instead of the first sublayer's output.
 # expect: partial
 # hint: query is the layer's input tgt
+# also: If your Transformer fails its own test
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,7 @@
 # Forgets the source's padding mask in the cross-attention.
 # expect: partial
 # hint: ignores memory_key_padding_mask
+# also: first loss, before any update, already differs
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,7 @@
 # Gives the self-attention the source's padding and the cross-attention the target's.
 # expect: partial
 # hint: padding masks are swapped
+# also: first loss, before any update, already differs
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,7 @@
 # A pre-norm layer, as GPT-2: x + Sublayer(LayerNorm(x)).
 # expect: partial
 # hint: pre-norm
+# also: first loss, before any update, already differs
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,6 @@
 # Detaches the decoder's output: nothing below the output layer learns.
 # expect: partial
-# hint: losses
+# hint: only as far as the output layer
 # %% cell: transformer
 class Transformer(nn.Module):
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

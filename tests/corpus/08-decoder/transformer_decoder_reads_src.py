@@ -1,6 +1,7 @@
 # Computes the memory but hands the decoder the source itself.
 # expect: partial
 # hint: reads src itself
+# also: first loss, before any update, already differs
 # %% cell: transformer
 class Transformer(nn.Module):
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

@@ -1,6 +1,7 @@
 # Calls the encoder without its masks.
 # expect: partial
 # hint: encoder does not get src_mask
+# also: If your Transformer fails its own test
 # %% cell: transformer
 class Transformer(nn.Module):
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

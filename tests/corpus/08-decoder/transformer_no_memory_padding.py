@@ -1,6 +1,7 @@
 # Passes the source's padding to the encoder only.
 # expect: partial
 # hint: does not get memory_key_padding_mask
+# also: first loss, before any update, already differs
 # %% cell: transformer
 class Transformer(nn.Module):
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,

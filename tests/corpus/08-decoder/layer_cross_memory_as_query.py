@@ -1,0 +1,26 @@
+# Reads "attend to the memory" as "the memory attends": the memory is the query of the
+# cross-attention, the target its keys and values.
+# expect: partial
+# hint: query is the memory
+# also: first loss, before any update, already differs
+# %% cell: decoder_layer
+class DecoderLayer(nn.Module):
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=True)
+        self.multihead_attn = nn.MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=True)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None):
+        x = self.norm1(tgt + self.dropout(self.self_attn(tgt, tgt, tgt, attn_mask=tgt_mask,
+                                                         key_padding_mask=tgt_key_padding_mask)[0]))
+        cross = self.multihead_attn(memory, x, x, attn_mask=memory_mask,
+                                    key_padding_mask=memory_key_padding_mask)[0]
+        x = self.norm2(x + self.dropout(cross))
+        return self.norm3(x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x))))))
