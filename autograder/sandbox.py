@@ -523,7 +523,10 @@ class SandboxedExecute(Execute):
         self._interrupted = False
         try:
             self._check_assign_resources(resources)
-            return self.execute_cell(cell, index, store_history=not test), self.resources
+            cell = self.execute_cell(cell, index, store_history=not test)
+            if self._interrupted:  # interrupted at its timeout: the kernel answered, but the cell ran out of time
+                self._observe(cell, "cell_timeout")  # (past the notebook's deadline, the next cell notes that)
+            return cell, self.resources
         except DeadKernelError:
             self._stopped = True
             self._observe(cell, "dead_kernel")
