@@ -132,7 +132,8 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
 # read from the cells' outputs, which the kernel writes: a student's exception named
 # CellTimeoutError or DeadKernelError is the student's error, nothing more.
 OBSERVED = "autograder_observed"
-NOTEBOOK_TIMEOUT = "the notebook ran past its time limit (--notebook-timeout): this cell and the ones after it did not run"
+NOTEBOOK_TIMEOUT = ("the notebook ran past its time limit (--notebook-timeout) at this cell: it was stopped or never "
+                    "started, and the cells after it did not run")
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 EVENTS = {
     "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", "timeout",

@@ -521,11 +521,13 @@ class SandboxedExecute(Execute):
         test = _is_test(cell)
         self._after_hidden = self._after_hidden or (test and HideHiddenTests.begin.default_value in cell.source)
         self._interrupted = False
+        deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
         try:
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
             if self._interrupted:  # interrupted at its timeout: the kernel answered, but the cell ran out of time
-                self._observe(cell, "cell_timeout")  # (past the notebook's deadline, the next cell notes that)
+                self._stopped = deadline_first
+                self._observe(cell, "notebook_timeout" if deadline_first else "cell_timeout")
             return cell, self.resources
         except DeadKernelError:
             self._stopped = True
