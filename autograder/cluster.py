@@ -23,6 +23,7 @@ import this module: local grading needs no Dask.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import sys
@@ -118,11 +119,23 @@ def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]
     return distributed.get_worker().plugins[plugin_name].grade(group)
 
 
+class _WithoutTracebacks(logging.Filter):
+    """Dask's own log lines, without the tracebacks of its client's shutdown: when the scheduler
+    is gone, the client logs the CancelledError of every connection it closes, while the CLI says
+    in one line what happened and what to do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = record.exc_text = None
+        return bool(record.getMessage().strip())
+
+
 def engine(address: str | None = None, scheduler_file: Path | None = None):
     """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
     or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
     reached, or has no workers, stops the run before RESULTS is touched."""
     where = address or f"the scheduler in {scheduler_file}"
+    for handler in logging.getLogger("distributed").handlers:  # the handler Dask's logging config gives it
+        handler.addFilter(_WithoutTracebacks())
     try:
         if scheduler_file is not None:
             client = distributed.Client(scheduler_file=str(scheduler_file), timeout=CONNECT_TIMEOUT)
