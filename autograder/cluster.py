@@ -129,13 +129,16 @@ class _WithoutTracebacks(logging.Filter):
         return bool(record.getMessage().strip())
 
 
+_WITHOUT_TRACEBACKS = _WithoutTracebacks()  # one instance: a handler adds it once, however many runs
+
+
 def engine(address: str | None = None, scheduler_file: Path | None = None):
     """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
     or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
     reached, or has no workers, stops the run before RESULTS is touched."""
     where = address or f"the scheduler in {scheduler_file}"
     for handler in logging.getLogger("distributed").handlers:  # the handler Dask's logging config gives it
-        handler.addFilter(_WithoutTracebacks())
+        handler.addFilter(_WITHOUT_TRACEBACKS)
     try:
         if scheduler_file is not None:
             client = distributed.Client(scheduler_file=str(scheduler_file), timeout=CONNECT_TIMEOUT)

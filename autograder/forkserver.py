@@ -204,7 +204,7 @@ def empty(folder: str, mode: int | None = None, keep: frozenset[str] = frozenset
     for entry in entries:
         if entry.path in keep:
             continue
-        if any(point.startswith(entry.path + "/") for point in keep):
+        if _leads_to(entry.path, keep):
             clean = empty(entry.path, keep=keep) and clean
         elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -219,11 +219,16 @@ def empty(folder: str, mode: int | None = None, keep: frozenset[str] = frozenset
         except OSError:
             pass
     try:
-        left = [name for name in os.listdir(folder) if os.path.join(folder, name) not in keep
-                and not any(point.startswith(os.path.join(folder, name) + "/") for point in keep)]
+        left = [path for path in (os.path.join(folder, name) for name in os.listdir(folder))
+                if path not in keep and not _leads_to(path, keep)]
     except OSError:
         return False
     return clean and not left
+
+
+def _leads_to(folder: str, points: frozenset[str]) -> bool:
+    """Whether one of ``points`` lies below ``folder``."""
+    return any(point.startswith(folder + "/") for point in points)
 
 
 def _mount_points() -> frozenset[str]:

@@ -16,9 +16,8 @@ from autograder import sandbox
 from autograder.sandbox import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
                                 bwrap_available)
 
-pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
-
-pytestmark = pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")
+pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
+              pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")]
 
 LIMITS = dict(memory_bytes=4 * 1024**3, file_bytes=64 * 1024**2, processes=512)
 

@@ -22,8 +22,6 @@ from nbgrader.api import Gradebook
 from autograder.publish import HIDDEN, normalise, texts, without_comments
 from classroom import REPO, make_submission, notebook_name
 
-pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
-
 ASSIGNMENT = "01-self-attention"
 NOTEBOOK = notebook_name(ASSIGNMENT)
 SHIPPED = REPO / "instructor" / "nbgrader_config.py"
@@ -34,7 +32,8 @@ STUB_SCORES = "def attention_scores(x):\n    raise NotImplementedError()\n"
 PLANTED = {"attention_checks/__init__.py": "", "attention_checks/self_attention.py": REBIND.replace(" = lambda", "=lambda"),
            "sitecustomize.py": "", ".ipython/profile_default/startup/00-rebind.py": REBIND}
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="the shipped configuration needs bubblewrap")
+pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
+              pytest.mark.skipif(shutil.which("bwrap") is None, reason="the shipped configuration needs bubblewrap")]
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
