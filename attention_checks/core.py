@@ -13,10 +13,12 @@ import io
 import logging
 import os
 import sys
+import threading
 import traceback
 import warnings
 import zlib
-from typing import Any, Mapping, Sequence
+from types import CodeType, FrameType, FunctionType
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -142,24 +144,101 @@ class PartialCredit(float):
         return f"<b>Partial credit: {float(self):g} / {self.points:g} points</b> (see the report above)"
 
 
+# PyTorch's own Python implementations of its public operators (reference implementations,
+# decompositions, primitives): reached from a student's code, they compute what the student was
+# asked to write out of operations no check forbids. Forbidden in every graded object, by any name.
+PRIVATE_NAMESPACES = ("_refs", "_decomp", "_prims", "_prims_common")
+PRIVATE_IMPLEMENTATIONS = "PyTorch's private implementations (torch._refs, torch._decomp, torch._prims)"
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_PRIVATE_DIRS = tuple(f"{_TORCH_DIR}{namespace}{os.sep}" for namespace in PRIVATE_NAMESPACES)
+
+
+def _own_code(cls: type) -> list[CodeType]:
+    """The code of the functions a class defines itself (methods, static and class methods,
+    properties), not those it inherits."""
+    found = []
+    for value in vars(cls).values():
+        for function in (getattr(value, "__func__", value), getattr(value, "fget", None)):
+            if isinstance(function, FunctionType):
+                found.append(function.__code__)
+    return found
+
+
 class ForbiddenCalls(TorchFunctionMode):
     """Records calls of forbidden torch functions, however the student bound them
-    (an alias, torch._C._nn.*, torch.ops.aten.*). Calls still run: raising would
-    let a try/except in student code hide them."""
+    (an alias, torch._C._nn.*, torch.ops.aten.*), and calls from outside PyTorch into its
+    private implementations (PRIVATE_NAMESPACES), however they were looked up. Calls still
+    run: raising would let a try/except in student code hide them.
+
+    A forbidden class among the keys stands for its own methods: a call of any of them is a
+    use of the class, whatever object it runs on.
+
+    ``watch_code`` (private implementations, classes' methods) is switched off for the
+    meta-device run, whose kernels PyTorch itself implements in Python there."""
 
     def __init__(self, forbidden: Mapping[Any, str]):
         # key: a function, or an operator's qualified name like "aten::softmax"; value: the name shown
         super().__init__()
-        self.by_id = {id(f): name for f, name in forbidden.items() if not isinstance(f, str)}
+        # a forbidden class (nn.TransformerDecoderLayer): its own methods, wherever they run (a
+        # student's class may borrow its forward by name, found in vars(nn))
+        self.by_code = {code: name for cls, name in forbidden.items() if isinstance(cls, type)
+                        for code in _own_code(cls)}
+        self.by_id = {id(f): name for f, name in forbidden.items() if not isinstance(f, (str, type))}
         self.by_op = {f: name for f, name in forbidden.items() if isinstance(f, str)}
         self.seen: list[str] = []
+        self.watch_code = True
+        self._previous: tuple[Callable | None, Callable | None] = (None, None)
+
+    def note(self, name: str) -> None:
+        if name not in self.seen:
+            self.seen.append(name)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         packet = getattr(func, "_overloadpacket", func)  # torch.ops.aten.x.default -> torch.ops.aten.x
         name = self.by_id.get(id(func)) or self.by_op.get(getattr(packet, "_qualified_op_name", None))
-        if name and name not in self.seen:
-            self.seen.append(name)
+        if name:
+            self.note(name)
         return func(*args, **(kwargs or {}))
+
+    def _profile(self, previous: Callable | None) -> Callable:
+        """The profiler hook that watches the code that runs: one function, as short as it can be,
+        since it runs at every call and return (a hook set before keeps running)."""
+        by_code, note = self.by_code, self.note
+
+        def hook(frame: FrameType, event: str, arg: Any) -> None:
+            if previous is not None:
+                previous(frame, event, arg)
+            if event != "call":
+                return
+            code = frame.f_code
+            name = by_code.get(code)
+            if name is None:
+                # PyTorch's own code reaches the private folders all the time (its dispatcher, meta
+                # kernels); a caller outside torch is the student's code (or a library handed one)
+                if not code.co_filename.startswith(_PRIVATE_DIRS):
+                    return
+                caller = frame.f_back
+                if caller is None or caller.f_code.co_filename.startswith(_TORCH_DIR):
+                    return
+                name = PRIVATE_IMPLEMENTATIONS
+            note(name)
+
+        return hook
+
+    def __enter__(self):
+        # in this thread and in threads the student's code starts meanwhile
+        self._previous = (sys.getprofile(), threading.getprofile())
+        if self.watch_code:
+            sys.setprofile(self._profile(self._previous[0]))
+            threading.setprofile(self._profile(self._previous[1]))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            sys.setprofile(self._previous[0])
+            threading.setprofile(self._previous[1])
 
 
 @contextlib.contextmanager

@@ -58,7 +58,10 @@ _FORBIDDEN_MODULES = {  # class -> (marker, name shown; its last part is what th
         (nn.Transformer, "nn.Transformer"),
     )
 }
-FORBIDDEN_DECODER = {marker: name for marker, name in _FORBIDDEN_MODULES.values()}
+FORBIDDEN_DECODER = {
+    **{marker: name for marker, name in _FORBIDDEN_MODULES.values()},
+    **{cls: name for cls, (_, name) in _FORBIDDEN_MODULES.items()},  # their methods, borrowed by any class
+}
 
 
 def _report_forbidden(modules) -> None:

@@ -62,12 +62,15 @@ FORBIDDEN_LAYER_NORM = {
     torch.native_layer_norm: "torch.native_layer_norm",
     "aten::native_layer_norm": "torch.native_layer_norm",
     USES_LAYER_NORM: "nn.LayerNorm",
+    nn.LayerNorm: "nn.LayerNorm",  # its methods, borrowed by any class
 }
 FORBIDDEN_ENCODER = {
     torch._transformer_encoder_layer_fwd: "torch._transformer_encoder_layer_fwd",
     "aten::_transformer_encoder_layer_fwd": "torch._transformer_encoder_layer_fwd",
     USES_ENCODER_LAYER: "nn.TransformerEncoderLayer",
     USES_ENCODER: "nn.TransformerEncoder",
+    nn.TransformerEncoderLayer: "nn.TransformerEncoderLayer",  # their methods, borrowed by any class
+    nn.TransformerEncoder: "nn.TransformerEncoder",
 }
 # module classes (subclasses included) -> marker
 _LAYER_NORM_MODULES = {nn.LayerNorm: USES_LAYER_NORM}

@@ -58,6 +58,7 @@ _NATIVE_OPS = ("_native_multi_head_attention", "_transform_bias_rescale_qkv")
 FORBIDDEN_MHA = {
     F.multi_head_attention_forward: "F.multi_head_attention_forward",  # torch.nn.functional.*, any alias
     _nn_multihead_attention_module: "nn.MultiheadAttention",  # an instance or subclass in the module
+    nn.MultiheadAttention: "nn.MultiheadAttention",  # its methods, borrowed by any class
     # the fast path of nn.MultiheadAttention and the op only it uses: torch.* and torch.ops.aten.*
     **{getattr(torch, op): "nn.MultiheadAttention" for op in _NATIVE_OPS if hasattr(torch, op)},
     **{f"aten::{op}": "nn.MultiheadAttention" for op in _NATIVE_OPS},

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from .core import case_seed, describe, generator, pick_device, with_defaults
+from .core import PRIVATE_IMPLEMENTATIONS, case_seed, describe, generator, pick_device, with_defaults
 from .record import recording
 
 Spec = dict[str, Any]
@@ -115,6 +115,12 @@ class Check:
     kind: str = "function"  # or "class": what the student hands the check
     on_device: bool = True  # False: the case runs on the CPU on every machine (no tensor inputs)
     answers: str = ""  # module of attention_checks.answers that judges it (default: the declaring module's name)
+
+    @property
+    def forbidden_names(self) -> list[str]:
+        """Every name a forbidden use is reported by: the check's own, and PyTorch's private
+        implementations, forbidden in every graded object."""
+        return sorted(set(self.forbidden.values()) | {PRIVATE_IMPLEMENTATIONS})
 
     @property
     def function_name(self) -> str:

@@ -166,7 +166,7 @@ class JudgedCheck:
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None):
         __tracebackhide__ = True
-        found = self.scanner.uses(student, sorted(set(self.check.forbidden.values())))
+        found = self.scanner.uses(student, self.check.forbidden_names)
         record = self.hidden.record(self.replay.take(self.check.name))
         return judge_records(self.check, record, cases, points=points, found=found).deliver()
 

@@ -27,6 +27,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 import attention_checks
 from attention_checks import registry
+from attention_checks.core import PRIVATE_IMPLEMENTATIONS, PRIVATE_NAMESPACES
 
 COURSE_CHECKS = "attention_checks"
 TOUCHES_CHECKS = "the course's own checks (attention_checks) from its code"
@@ -465,7 +466,9 @@ class SourceScanner:
             hits[TOUCHES_CHECKS] = self.tampering
         wanted: dict[str, str] = {}  # the identifier a student would write -> the name shown
         for name in forbidden:
-            wanted.setdefault(name.rsplit(".", 1)[-1], name)
+            words = PRIVATE_NAMESPACES if name == PRIVATE_IMPLEMENTATIONS else [name.rsplit(".", 1)[-1]]
+            for word in words:
+                wanted.setdefault(word, name)
         if wanted:
             _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
         return list(hits.values())

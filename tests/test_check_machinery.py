@@ -5,6 +5,7 @@ a grading kernel, the grader)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import logging
 import math
@@ -15,12 +16,13 @@ import warnings
 import nbformat
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from nbformat.v4 import new_output
 
 from attention_checks import TOLERANCES, CheckFailed, PartialCredit
 from attention_checks.answers.judging import compare, judge, judge_records
-from attention_checks.core import ForbiddenCalls, quiet
+from attention_checks.core import PRIVATE_IMPLEMENTATIONS, ForbiddenCalls, quiet
 from attention_checks.inputs import keep_mask
 from attention_checks.probe import probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
@@ -148,6 +150,63 @@ def test_forbidden_detector_ignores_other_calls():
         x = torch.randn(2, 3)
         (x @ x.T).softmax(-1)
         F.softmax(x, -1)
+    assert guard.seen == []
+
+
+# PyTorch's private implementations and methods borrowed from a forbidden class (issue 24, class 1):
+# reached by names no scan can read, so the kernel watches the code that runs
+
+
+def _hidden_module(reversed_name: str):
+    """A module of torch found by a name built at run time (the scan cannot fold it)."""
+    return importlib.import_module("torch." + "".join(reversed(reversed_name)))
+
+
+def test_private_implementations_earn_nothing_however_they_are_named():
+    decompositions = _hidden_module("snoitisopmoced.pmoced_")
+    reference = _reference_sdpa()
+
+    def through_decompositions(query, key, value, attn_mask=None, is_causal=False, scale=None):
+        found = vars(decompositions)["scaled_dot_product_flash_attention_for_cpu"]
+        output = found(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+        return output, reference(query, key, value, attn_mask, is_causal, scale)[1]
+
+    with pytest.raises(CheckFailed, match="calls PyTorch's private implementations.*earns no points"):
+        SDPA(through_decompositions, points=2, cases=SMALL[:1], device=CPU)
+    # the honest twin of the attack, and the meta run (whose kernels PyTorch runs in those modules)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        SDPA(reference, points=2, cases=SMALL, device=CPU)
+    assert "all 3 cases pass (2 / 2 points)" in out.getvalue(), out.getvalue()
+
+
+def test_a_library_handed_a_private_implementation_is_still_the_students_call():
+    """The caller of the private code is functools (C) or the student's frame, never torch."""
+    import functools
+    refs = _hidden_module("sfer_")
+    softmax = functools.partial(vars(refs)["softmax"], dim=-1)
+    with ForbiddenCalls({}) as guard:
+        softmax(torch.randn(2, 3))
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+
+
+def test_methods_borrowed_from_a_forbidden_class_are_its_use():
+    forbidden = {nn.MultiheadAttention: "nn.MultiheadAttention"}
+    donor = vars(nn)["Multihead" + "Attention"]
+
+    class Borrower(nn.Module):  # no nn.MultiheadAttention inside: only its code
+        forward = donor.forward
+
+    with ForbiddenCalls(forbidden) as guard:
+        mha = donor(4, 2, batch_first=True)  # its __init__ is its code too
+    assert guard.seen == ["nn.MultiheadAttention"]
+    borrower = Borrower()
+    borrower.__dict__.update({k: v for k, v in vars(mha).items() if k != "training"})
+    with ForbiddenCalls(forbidden) as guard:
+        x = torch.randn(1, 3, 4)
+        borrower(x, x, x)
+    assert guard.seen == ["nn.MultiheadAttention"]
+    with ForbiddenCalls(forbidden) as guard:  # its parent's methods are not its own
+        nn.Linear(4, 4)(x)
     assert guard.seen == []
 
 

@@ -566,3 +566,19 @@ def test_the_grader_reaches_the_same_verdict_from_the_record(check, obj, cases):
     obj = REFERENCE[obj] if isinstance(obj, str) else obj
     kernel, grader = _kernel_then_grader(check, obj, cases)
     assert kernel == grader
+
+
+def test_batch_norm_over_a_batch_of_one_is_not_blamed_on_the_initialisation():
+    """Over a batch of one, normalising each feature over dim 0 gives zeros, exactly what a new
+    LayerNorm that starts at weight = 0 gives: the hint names both, never the initialisation alone."""
+    base = REFERENCE["LayerNorm"]
+
+    class OverTheBatch(base):
+        def forward(self, x):
+            mean, var = x.mean(0, keepdim=True), x.var(0, keepdim=True, unbiased=False)
+            return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+    _, report = _report(check_layer_norm, OverTheBatch, [dict(dtype="float64", batch=(1,), L=3, E=6, init=True)])
+    hint = next(line for line in report.splitlines() if line.strip().startswith("hint:"))
+    assert "normalise over the wrong axis" in hint and "weight = ones" in hint, report
+    assert "cannot tell them apart" in hint, report

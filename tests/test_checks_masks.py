@@ -136,7 +136,6 @@ def test_attention_reference_matches_nn_multihead_attention():
     (q, k, v), kwargs = _grab("masked_attention", spec)
     expected = _expected("masked_attention", spec)
     B, H, L, E = q.shape
-    S = k.size(-2)
     mha = nn.MultiheadAttention(H * E, H, batch_first=True, bias=False, dtype=torch.float64).eval()
     with torch.no_grad():
         mha.in_proj_weight.copy_(torch.eye(H * E).repeat(3, 1))

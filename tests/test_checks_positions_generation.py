@@ -242,7 +242,7 @@ def test_the_visible_cases_have_a_beam_that_beats_greedy():
     better = []
     for spec in NB.cases("test_beam_search"):
         case = judged(check_beam_search, spec)
-        model, start, beam_size, max_len, eos = ToyLM(case.x.extra["state"]), *list(case.x.args.values())[1:]
+        model, (start, _, max_len, eos) = ToyLM(case.x.extra["state"]), list(case.x.args.values())[1:]
         better.append(case.expected["score"] > beam(model, start, 1, max_len, eos)[1] + 1e-9)
     assert any(better), better
 

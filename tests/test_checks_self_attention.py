@@ -132,3 +132,18 @@ def test_printing_inside_is_swallowed(capfd):
     assert check_attention_scores(noisy, points=1, cases=[dict()], device=CPU) is None
     out, err = capfd.readouterr()
     assert err == "" and "hello" not in out and out.startswith("✓")
+
+
+def test_a_look_alike_mistake_is_named_beside_the_students_own():
+    """Dividing by sqrt(L) = 2 on a case with D = 512 gives nearly one-hot weights, within the
+    tolerance of no scaling at all: the case cannot tell the two apart, so its hint names both,
+    the closer (the student's own, exact) first, and never one picked."""
+    def divides_by_sqrt_length(x):
+        weights = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.size(1)), dim=-1)
+        return weights @ x, weights
+
+    report = _report(check_simple_self_attention, divides_by_sqrt_length, [dict(B=1, L=4, D=512, std=0.2)])
+    hint = next(line for line in report.splitlines() if line.strip().startswith("hint:"))
+    assert "cannot tell them apart" in hint, report
+    own, alike = hint.find("divided by sqrt(L)"), hint.find("without the scaling")
+    assert 0 <= own < alike, report

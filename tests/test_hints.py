@@ -1,6 +1,6 @@
 """A hint names the student's own mistake, never another one (issue 27).
 
-Every buggy corpus student of 07-additive-attention and 08-decoder, as the real CLI graded it (the class
+Every buggy corpus student of every assignment, as the real CLI graded it (the class
 tests/test_grading.py grades too, graded once per session: tests/graded_classes.py): its
 failing messages must hold its own ``# hint:``, and no hint line may hold another mistake's
 (the rule of benchmarks/hint_coverage.py's ``foreign_hints``, whose table shows it per
@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from autograder.course import find_assignments
 from classroom import REPO, CorpusEntry
 from graded_classes import graded_class
 
@@ -21,7 +22,7 @@ from hint_coverage import foreign_hints, mistake_hints  # noqa: E402
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
-ASSIGNMENTS = ["07-additive-attention", "08-decoder"]
+ASSIGNMENTS = find_assignments(REPO / "solutions")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

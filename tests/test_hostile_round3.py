@@ -255,6 +255,41 @@ def test_hidden_tests_are_never_echoed(echoes, attack):
 
 
 # --------------------------------------------------------------------------------------------
+# 1. PyTorch's private implementations: the decomposition behind F.scaled_dot_product_attention,
+# found by a name built at run time (the scan cannot read it) or written out (the kernel may lie)
+
+PRIVATE_ATTACKS = [
+    Attack("private_by_hidden_name", "calls PyTorch's private implementation", code("""
+        import importlib
+        _where = importlib.import_module("torch." + "".join(reversed("snoitisopmoced.pmoced_")))
+        _found = vars(_where)["scaled_dot_product_" + "flash_attention_for_cpu"]
+        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+            output = _found(query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+            weights = (output @ value.transpose(-2, -1)).softmax(-1)  # not the point of the attack
+            return output, weights"""), expect="at_most"),
+    Attack("private_by_plain_name", "calls PyTorch's private implementation", code("""
+        import torch._decomp.decompositions as _plain
+        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+            output = _plain.scaled_dot_product_flash_attention_for_cpu(
+                query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
+            return output, (output @ value.transpose(-2, -1)).softmax(-1)"""), expect="at_most"),
+]
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory):
+    return graded(tmp_path_factory, "private", PRIVATE_ATTACKS)
+
+
+@pytest.mark.parametrize("attack", PRIVATE_ATTACKS, ids=lambda a: a.name)
+def test_private_implementations_earn_nothing(private, attack):
+    check_attacks(private, attack)
+    messages = [t["message"] for t in private.results.notebooks[(attack.name, ASSIGNMENT)]["tests"]
+                if "scaled_dot_product_attention" in t["message"].splitlines()[0]]
+    assert messages and all("calls PyTorch's private implementations" in m for m in messages), messages
+
+
+# --------------------------------------------------------------------------------------------
 # 5. resources shared by everyone: RAM disks and output have a size per notebook
 
 FILL_RAM_DISKS = """

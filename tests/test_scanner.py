@@ -6,6 +6,7 @@ import textwrap
 
 import pytest
 
+from attention_checks.core import PRIVATE_IMPLEMENTATIONS
 from autograder.scanner import TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
 
 # The display names the checks pass (the last component is what a student writes).
@@ -476,3 +477,22 @@ def test_code_under_a_cell_magic_that_runs_python_is_read(magic):
     assert found("softmax", SOFTMAX, SETUP, hidden) == ["torch.softmax"]
     honest = f"{magic}\n" + STABLE
     assert found("softmax", SOFTMAX, SETUP, honest) == []
+
+
+PRIVATE = [PRIVATE_IMPLEMENTATIONS]  # alone: the attribute .softmax would count as torch.softmax too
+
+
+@pytest.mark.parametrize("how", [
+    "torch._refs.softmax(x, dim)",
+    "getattr(torch, '_' + 'refs').softmax(x, dim)",
+    "importlib.import_module('torch._decomp.decompositions')._softmax(x, dim, False)",
+    "vars(torch._prims_common)",
+])
+def test_private_pytorch_namespaces_are_forbidden_in_graded_code(how):
+    """torch._refs, torch._decomp and torch._prims hold PyTorch's own Python versions of what the
+    students write: named in graded code in any way the scan can read, they count (issue 24)."""
+    graded = f"import importlib\ndef softmax(x, dim=-1):\n    return {how}\n"
+    assert found("softmax", PRIVATE, SETUP, graded) == [PRIVATE_IMPLEMENTATIONS]
+    # used in a scratch cell that compares with the student's own, they do not
+    scratch = f"x, dim = torch.randn(3), 0\nimport importlib\nprint(softmax(x), {how})\n"
+    assert found("softmax", PRIVATE, SETUP, STABLE, scratch) == []

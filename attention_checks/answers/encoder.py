@@ -57,8 +57,9 @@ def _layer_norm_mistakes(x: Tensor, dims: int, weight: Tensor, bias: Tensor, eps
         axis_hint = ("You normalise over the wrong axis: LayerNorm normalises each token over its own features "
                      "(the last dims, normalized_shape), not each feature over the batch (that is batch "
                      "normalisation).")
-        if x.shape[0] > 1:
-            add("batch norm (batch)", axis_hint, _layer_norm(x, dims, weight, bias, eps, over=(0,)))
+        # over a batch of one, every feature is its own mean: the output is bias, which looks like
+        # other mistakes (a LayerNorm that starts at zero), and merge_twins names them together
+        add("batch norm (batch)", axis_hint, _layer_norm(x, dims, weight, bias, eps, over=(0,)))
         if len(batch_dims) > 1:
             add("batch norm (all)", axis_hint, _layer_norm(x, dims, weight, bias, eps, over=batch_dims))
             add("positions", "You normalise over the positions (dim -2): LayerNorm normalises each token over "

@@ -13,7 +13,7 @@ import importlib
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -68,11 +68,16 @@ def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
         group = [mistake] + [other for other_name, other in mistakes.items()
                              if other_name != name and other_name not in taken and twins(mistake, other)]
         taken |= {other_name for other_name, other in mistakes.items() if any(other is g for g in group)}
-        hints = list(dict.fromkeys(g.hint for g in group))
-        merged[name] = mistake if len(hints) == 1 else Mistake(
-            "One of these mistakes gives exactly your result (this case cannot tell them apart): "
-            + " Or: ".join(hints), mistake.outputs)
+        merged[name] = mistake if len(group) == 1 else Mistake(one_of(g.hint for g in group), mistake.outputs)
     return merged
+
+
+def one_of(hints: Iterable[str]) -> str:
+    """One hint, or several mistakes named as the possibilities they are (never one picked)."""
+    hints = list(dict.fromkeys(hints))
+    if len(hints) == 1:
+        return hints[0]
+    return "One of these mistakes gives your result (this case cannot tell them apart): " + " Or: ".join(hints)
 
 
 def swapped_outputs(expected: Mapping[str, Any], what: str = "Your function") -> dict[str, Mistake]:
@@ -167,6 +172,17 @@ def same_plain(got: Any, expected: Any) -> bool:
     if isinstance(expected, int) and isinstance(got, numbers.Integral):
         return int(got) == expected
     return type(got) is type(expected) and got == expected
+
+
+def _distance(got: Mapping[str, Any], outputs: Mapping[str, Any]) -> float:
+    """The largest absolute difference between the student's outputs and `outputs` (plain values: 0)."""
+    worst = 0.0
+    for name, out in outputs.items():
+        value = got.get(name)
+        if isinstance(out, torch.Tensor) and isinstance(value, torch.Tensor) and (value := _as_float64(value)) is not None:
+            difference = (value - out.to(torch.float64)).abs().nan_to_num(0.0)
+            worst = max(worst, difference.max().item() if difference.numel() else 0.0)
+    return worst
 
 
 def close(got: Any, expected: Any, dtype: torch.dtype, equal_nan: bool = False) -> bool:
@@ -342,8 +358,18 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     """Hints of the known mistakes that explain the outputs in `wrong`, first match first."""
     hints = []
     with quiet():
-        mistakes = merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected))
-    for mistake in mistakes.values():
+        mistakes = list(merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected)).values())
+
+    def claimed(mistake: Mistake) -> dict[str, Any]:
+        return {name: out for name, out in mistake.outputs.items() if out is not None}
+
+    def explains(mistake: Mistake) -> bool:
+        """The bug reproduces every output it determines, and differs from the reference somewhere."""
+        outputs = claimed(mistake)
+        return all(close(got.get(name), out, case.dtype, equal_nan=True) for name, out in outputs.items()) and any(
+            not close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items())
+
+    for index, mistake in enumerate(mistakes):
         if mistake.fits is not None:  # a test on the student's outputs, not one output to compare
             if mistake.outputs.keys() & wrong and mistake.fits(got):
                 hints.append(mistake.hint)
@@ -351,17 +377,18 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
                 if not wrong:
                     break
             continue
-        claimed = {name: out for name, out in mistake.outputs.items() if out is not None}
-        if not claimed.keys() & wrong:
+        outputs = claimed(mistake)
+        if not outputs.keys() & wrong or not explains(mistake):
             continue
-        # the bug must reproduce every output it determines, and differ from the reference somewhere
-        if all(close(got.get(name), out, case.dtype, equal_nan=True) for name, out in claimed.items()) and any(
-            not close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in claimed.items()
-        ):
-            hints.append(mistake.hint)
-            wrong = wrong - claimed.keys()
-            if not wrong:
-                break
+        # other bugs close enough to the same outputs at this case's tolerance are as likely: named
+        # beside it, the closest first (a student's own mistake is usually exact, a look-alike near)
+        alike = [mistake] + [other for other in mistakes[index + 1:] if other.fits is None
+                             and claimed(other).keys() == outputs.keys() and explains(other)]
+        alike.sort(key=lambda m: _distance(got, claimed(m)))
+        hints.append(one_of(m.hint for m in alike))
+        wrong = wrong - outputs.keys()
+        if not wrong:
+            break
     if not hints and _float32_only(got, case.expected, case.dtype):
         hints.append("Your values agree with the reference to float32 precision only: compute float64 inputs "
                      "in float64 (no .float(), no float32 constants or buffers).")
@@ -530,7 +557,7 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     outcomes = [o for o, _ in decoded]
     devices = [d or "cpu" for _, d in decoded]
     recorded = record.get("forbidden", [])
-    names = set(check.forbidden.values())
+    names = set(check.forbidden_names)
     kernel_seen = [n for n in recorded if isinstance(n, str) and n in names] if isinstance(recorded, list) else []
     by_name = {str(f): f for f in found}
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]

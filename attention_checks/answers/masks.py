@@ -187,7 +187,7 @@ def _softmax_out(scores: torch.Tensor, value: torch.Tensor) -> dict[str, torch.T
 def attention_mistakes(q, k, v, kpm, attn, expected) -> dict[str, Mistake]:
     """The outputs of known buggy implementations, all on CPU float64 inputs."""
     dims = q.dim()
-    B, L, S, E = q.size(0), q.size(-2), k.size(-2), q.size(-1)
+    B, S, E = q.size(0), k.size(-2), q.size(-1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(E)  # (B, [H,] L, S)
     block = merged_block(kpm, attn, dims)
     found: dict[str, Mistake] = {}

@@ -1,6 +1,8 @@
 # Forgets the 1/sqrt(d_k) scaling (and so ignores `scale` too).
 # expect: partial
 # hint: is the 1/sqrt(d_k) scaling missing?
+# A case with scale= names the same mistake in its words:
+# also: Your scores are not scaled
 # %% cell: scaled_dot_product_attention
 def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
     L, S = query.size(-2), key.size(-2)

@@ -1,6 +1,8 @@
 # Transposes to (B, L, D, H) before the reshape: the heads' features interleave.
 # expect: partial
 # hint: interleave the heads
+# MultiHeadAttention's own test names the same mistake in its words:
+# also: Your merged heads interleave their features
 # %% cell: merge_heads
 def merge_heads(x):
     """Concatenate the heads again: the inverse of split_heads.

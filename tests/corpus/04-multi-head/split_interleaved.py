@@ -2,6 +2,8 @@
 # contiguous block.
 # expect: partial
 # hint: contiguous block of features
+# MultiHeadAttention's own test names the same mistake in its words:
+# also: Your heads take interleaved features
 # %% cell: split_heads
 def split_heads(x, num_heads):
     """Split the features of every position into num_heads heads.

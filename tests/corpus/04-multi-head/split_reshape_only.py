@@ -2,6 +2,8 @@
 # the sequence; MultiHeadAttention uses it and fails too.
 # expect: partial
 # hint: a reshape alone cuts the memory
+# MultiHeadAttention's own test names the same mistake in its words:
+# also: Your heads look like a plain reshape
 # %% cell: split_heads
 def split_heads(x, num_heads):
     """Split the features of every position into num_heads heads.

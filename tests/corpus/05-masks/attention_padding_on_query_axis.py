@@ -1,6 +1,8 @@
 # Puts key_padding_mask on the query axis (unsqueeze(-1)): hides padded queries, not padded keys.
 # expect: partial
 # hint: hides padded QUERIES
+# Where L != S the wrong view cannot broadcast, and the crash's hint names the same mistake:
+# also: key_padding_mask (B, S) marks keys
 # %% cell: masked_attention
 def masked_attention(query, key, value, key_padding_mask=None, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))

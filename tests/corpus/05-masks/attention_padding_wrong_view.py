@@ -2,6 +2,8 @@
 # (B, H, L, S) scores the batch lands on the head axis.
 # expect: partial
 # hint: broadcast along the wrong axes
+# Where the shapes cannot broadcast, the crash's hint names the same mistake:
+# also: key_padding_mask (B, S) marks keys
 # %% cell: masked_attention
 def masked_attention(query, key, value, key_padding_mask=None, attn_mask=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))

@@ -2,6 +2,8 @@
 # rejects when L != S.
 # expect: partial
 # hint: key_padding_mask (B, S) marks keys
+# Where L == S the view broadcasts and hides the padded queries, which the hint says:
+# also: hides the padded QUERIES
 # %% cell: merge_masks
 def merge_masks(key_padding_mask, attn_mask, num_heads):
     """One boolean mask (True = not allowed) that hides what nn.MultiheadAttention hides.

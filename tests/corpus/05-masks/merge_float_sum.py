@@ -2,6 +2,8 @@
 # instead of turning it back into a boolean mask.
 # expect: partial
 # hint: You return a float mask (0 and -inf)
+# MultiHeadAttention's masked_fill rejects the float mask, and its crash hint says why:
+# also: masked_fill takes a boolean mask
 # %% cell: merge_masks
 def merge_masks(key_padding_mask, attn_mask, num_heads):
     def as_float(mask):

@@ -1,6 +1,8 @@
 # Reads a 3-D attn_mask (B*H, L, S) as head-major (H, B, L, S) instead of sentence-major (B, H, L, S).
 # expect: partial
 # hint: not (H, B, L, S)
+# The hint of a 3-D mask's layout names the same mistake:
+# also: b·num_heads + h
 # %% cell: merge_masks
 def merge_masks(key_padding_mask, attn_mask, num_heads):
     if attn_mask is not None and attn_mask.dim() == 3:

@@ -2,6 +2,8 @@
 # convention) instead of those that are not allowed.
 # expect: partial
 # hint: True where attention is allowed
+# The polarity hint names the same mistake (True where attention is allowed):
+# also: polarity of your boolean
 # %% cell: merge_masks
 def merge_masks(key_padding_mask, attn_mask, num_heads):
     if attn_mask is not None and attn_mask.dim() == 3:

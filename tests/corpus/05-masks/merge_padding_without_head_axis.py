@@ -2,6 +2,8 @@
 # lands on the head axis.
 # expect: partial
 # hint: must be viewed as (B, 1, 1, S)
+# Where the shapes cannot broadcast, the crash's hint names the same mistake:
+# also: key_padding_mask (B, S) marks keys
 # %% cell: merge_masks
 def merge_masks(key_padding_mask, attn_mask, num_heads):
     if attn_mask is not None and attn_mask.dim() == 3:

@@ -1,6 +1,6 @@
 # Always normalises over the last dim, even when normalized_shape covers two dims.
 # expect: partial
-# hint: over those 2 last dims together
+# hint: last dims together, not over the last dim alone
 # %% cell: layer_norm
 class LayerNorm(nn.Module):
     def __init__(self, normalized_shape, eps=1e-5):

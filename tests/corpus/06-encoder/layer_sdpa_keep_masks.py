@@ -1,7 +1,7 @@
 # Uses F.scaled_dot_product_attention with the boolean masks as they come: for that function
 # True means "may attend", so the masks act inverted (nn.MultiheadAttention: True = not allowed).
 # expect: partial
-# hint: is inverted
+# hint: inverted: True marks
 # %% cell: encoder_layer
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):

@@ -1,6 +1,8 @@
 # Zeroes the filtered tokens but never renormalises (multinomial does not mind; the distribution is wrong).
 # expect: partial
 # hint: do not sum to 1
+# Its top-p then runs on what top-k kept, not renormalised, which sample_next's hint names:
+# also: top-p on the distribution that top-k kept (renormalised)
 # %% cell: sampling
 def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
     probs = torch.softmax(logits / temperature, dim=-1)
