@@ -149,6 +149,10 @@ class PartialCredit(float):
 # asked to write out of operations no check forbids. Forbidden in every graded object, by any name.
 PRIVATE_NAMESPACES = ("_refs", "_decomp", "_prims", "_prims_common")
 PRIVATE_IMPLEMENTATIONS = "PyTorch's private implementations (torch._refs, torch._decomp, torch._prims)"
+# The watch of the code that runs is a profiler hook: graded code that switches it off hides that code.
+WATCH_SWITCHED_OFF = "sys.setprofile (graded code may not switch off the check's watch of what it runs)"
+# What every check forbids, beside its own: name shown -> the identifiers the source scan looks for
+ALWAYS_FORBIDDEN = {PRIVATE_IMPLEMENTATIONS: PRIVATE_NAMESPACES, WATCH_SWITCHED_OFF: ("setprofile",)}
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PRIVATE_DIRS = tuple(f"{_TORCH_DIR}{namespace}{os.sep}" for namespace in PRIVATE_NAMESPACES)
 
@@ -188,6 +192,7 @@ class ForbiddenCalls(TorchFunctionMode):
         self.seen: list[str] = []
         self.watch_code = True
         self._previous: tuple[Callable | None, Callable | None] = (None, None)
+        self._hook: Callable | None = None
 
     def note(self, name: str) -> None:
         if name not in self.seen:
@@ -228,8 +233,9 @@ class ForbiddenCalls(TorchFunctionMode):
     def __enter__(self):
         # in this thread and in threads the student's code starts meanwhile
         self._previous = (sys.getprofile(), threading.getprofile())
-        if self.watch_code:
-            sys.setprofile(self._profile(self._previous[0]))
+        self._hook = self._profile(self._previous[0]) if self.watch_code else None
+        if self._hook is not None:
+            sys.setprofile(self._hook)
             threading.setprofile(self._profile(self._previous[1]))
         return super().__enter__()
 
@@ -237,6 +243,8 @@ class ForbiddenCalls(TorchFunctionMode):
         try:
             return super().__exit__(*exc)
         finally:
+            if self._hook is not None and sys.getprofile() is not self._hook:
+                self.note(WATCH_SWITCHED_OFF)
             sys.setprofile(self._previous[0])
             threading.setprofile(self._previous[1])
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from .core import PRIVATE_IMPLEMENTATIONS, case_seed, describe, generator, pick_device, with_defaults
+from .core import ALWAYS_FORBIDDEN, case_seed, describe, generator, pick_device, with_defaults
 from .record import recording
 
 Spec = dict[str, Any]
@@ -118,9 +118,9 @@ class Check:
 
     @property
     def forbidden_names(self) -> list[str]:
-        """Every name a forbidden use is reported by: the check's own, and PyTorch's private
-        implementations, forbidden in every graded object."""
-        return sorted(set(self.forbidden.values()) | {PRIVATE_IMPLEMENTATIONS})
+        """Every name a forbidden use is reported by: the check's own, and those every graded
+        object is forbidden (PyTorch's private implementations, switching off the watch)."""
+        return sorted(set(self.forbidden.values()) | set(ALWAYS_FORBIDDEN))
 
     @property
     def function_name(self) -> str:

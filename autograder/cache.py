@@ -27,7 +27,6 @@ would cost the most of all.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -42,6 +41,7 @@ from typing import Iterable, Sequence
 import attention_checks
 
 from .course import Course
+from .options import GradingOptions
 from .release import PYPROJECT, install_setting
 from .report import ResultsWriter
 from .results import NotebookResult
@@ -52,16 +52,7 @@ from .submissions import Submission
 GRADER_PACKAGES = [Path(__file__).resolve().parent, Path(attention_checks.__file__).resolve().parent]
 # Third-party code that runs the notebooks or computes what they compute.
 RUNTIME_PACKAGES = ["torch", "nbgrader", "nbconvert", "nbclient", "ipykernel"]
-# Options of Course that change results (see cli._grade); --jobs and the engine are left out.
-RESULT_OPTIONS = ["cell_timeout", "notebook_timeout", "memory_limit", "sandbox", "warm_kernels"]
 FORMAT = 1  # of an entry; bump when its layout changes
-
-
-def add_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache", type=Path, metavar="DIR",
-                        help="reuse the results of earlier runs kept in DIR: a student's assignment whose "
-                             "notebooks, source notebooks, grader and options are unchanged is not graded "
-                             "again (safe to delete)")
 
 
 def grader_version() -> str:
@@ -101,7 +92,7 @@ def _sha256_json(value) -> str:
 class ResultCache:
     """The entries of one run: what it looks up and what it stores, under ``folder``."""
 
-    def __init__(self, folder: Path, course: Course, options: dict):
+    def __init__(self, folder: Path, course: Course, options: GradingOptions):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)  # an unusable DIR stops the run before any work
         self.course = course
@@ -109,7 +100,7 @@ class ResultCache:
         self._keys: dict[tuple[str, str], str] = {}  # (real student id, assignment) -> key, of this run's groups
         self._grader = _sha256_json({"format": FORMAT, "version": grader_version(), "runtime": _runtime_versions(),
                                      "code": code_fingerprint(GRADER_PACKAGES),
-                                     "options": {name: options[name] for name in RESULT_OPTIONS}})
+                                     "options": options.affecting_results()})
         self._sources: dict[str, str] = {}
         self._write_failed = False
 

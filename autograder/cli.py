@@ -1,21 +1,28 @@
-"""Command line: ``python -m autograder grade SUBMISSIONS --out RESULTS`` and ``release``."""
+"""The command line, all of it: ``python -m autograder COMMAND``. Every subcommand's arguments
+and its handler are here; below the command line, options take one form (``GradingOptions``)
+and the modules never see the arguments.
+
+Only light modules at the top: ``grade`` says what it does before nbgrader and PyTorch are
+loaded (seconds on a busy machine), and each handler imports what it needs."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import tempfile
 import time
-import warnings
 from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-# Only light modules here: `grade` says what it does before nbgrader and PyTorch are loaded
-# (seconds on a busy machine); the commands import what they need.
+from .layout import EXERCISES_DIR, SOLUTIONS_DIR
+from .options import GradingOptions
+from .process import kernel_environment, prepare_process
+
 STARTED = time.monotonic()
 NOTHING_GRADED = 1  # exit status of `grade` when no notebook could be graded (2: grading cannot run)
+SERVICE_DATA = Path("autograder-service")  # serve's and tokens' default data folder
+LMS_NAMING = ("canvas", "moodle")  # collect --lms: the file naming of these LMS's bulk downloads
 
 
 def say(message: str) -> None:
@@ -35,10 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from .course import CourseError
     from .submissions import SubmissionsError
 
-    # nbgrader runs tools of its environment (alembic) by name: find them without an activated venv.
-    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    # nbgrader's gradebook code trips SQLAlchemy 2 warnings that say nothing to an instructor.
-    warnings.filterwarnings("ignore", module="nbgrader")
+    prepare_process()
     try:
         return args.run(args)
     except NothingToGrade as err:
@@ -50,9 +54,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import cache, gradebook, lms, publish, service, similarity
-    from .course import EXERCISES_DIR, SOLUTIONS_DIR
-
     parser = argparse.ArgumentParser(prog="python -m autograder",
                                      description="Release and grade the course's nbgrader assignments.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -64,29 +65,16 @@ def _parser() -> argparse.ArgumentParser:
                     "SUBMISSIONS is never modified.")
     grade.add_argument("submissions", type=Path, metavar="SUBMISSIONS")
     grade.add_argument("--out", type=Path, required=True, metavar="RESULTS")
-    grade.add_argument("--source", type=Path, default=SOLUTIONS_DIR,
-                       help="folder of source notebooks (default: %(default)s)")
-    grade.add_argument("--cell-timeout", type=int, default=60, metavar="SECONDS",
-                       help="a cell running longer is interrupted (default: %(default)s)")
-    grade.add_argument("--notebook-timeout", type=int, default=300, metavar="SECONDS",
-                       help="wall-clock limit for a whole notebook (default: %(default)s)")
-    grade.add_argument("--memory", type=int, default=4096, metavar="MiB",
-                       help="memory (address space) limit of a grading kernel; 0: none (default: %(default)s)")
-    grade.add_argument("--no-sandbox", dest="sandbox", action="store_false",
-                       help="run kernels without bubblewrap isolation (trusted submissions only)")
+    _grading_arguments(grade, "notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--cold-kernels", dest="warm_kernels", action="store_false",
                        help="start each kernel in a new Python instead of forking it from a warm one "
                             "(about 2 s more per notebook)")
-    grade.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N",
-                       help="notebooks graded at once (default: the number of cores, %(default)s)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar or summary")
-    cluster = grade.add_mutually_exclusive_group()  # instead of --jobs: grade on a Dask cluster's workers
-    cluster.add_argument("--scheduler", metavar="ADDRESS",
-                         help="grade on the workers of the Dask scheduler at ADDRESS (tcp://HOST:8786)")
-    cluster.add_argument("--scheduler-file", type=Path, metavar="FILE",
-                         help="grade on the workers of the Dask scheduler that FILE names (dask scheduler --scheduler-file)")
-    gradebook.add_options(grade)  # --gradebook: also record the scores in an nbgrader gradebook
-    cache.add_options(grade)  # --cache: grade only what changed since an earlier run
+    _gradebook_arguments(grade)  # --gradebook: also record the scores in an nbgrader gradebook
+    grade.add_argument("--cache", type=Path, metavar="DIR",
+                       help="reuse the results of earlier runs kept in DIR: a student's assignment whose "
+                            "notebooks, source notebooks, grader and options are unchanged is not graded "
+                            "again (safe to delete)")
     grade.set_defaults(run=_grade)
 
     rel = commands.add_parser(
@@ -99,12 +87,39 @@ def _parser() -> argparse.ArgumentParser:
                      help="change nothing; exit 1 if the release notebooks are out of date")
     rel.set_defaults(run=_release)
 
-    lms.add_commands(commands)  # collect, export
-    gradebook.add_command(commands)  # export-gradebook
-    similarity.add_command(commands)  # similarity
-    service.add_commands(commands)  # serve, tokens
-    publish.add_command(commands)  # publish: the student distribution
+    _lms_commands(commands)  # collect, export
+    _export_gradebook_command(commands)
+    _similarity_command(commands)
+    _service_commands(commands)  # serve, tokens
+    _publish_command(commands)  # the student distribution
     return parser
+
+
+def _grading_arguments(parser: argparse.ArgumentParser, jobs_help: str) -> None:
+    """How notebooks are graded (``grade`` and ``serve``): GradingOptions, and where."""
+    parser.add_argument("--source", type=Path, default=SOLUTIONS_DIR,
+                        help="folder of source notebooks (default: %(default)s)")
+    parser.add_argument("--cell-timeout", type=int, default=60, metavar="SECONDS",
+                        help="a cell running longer is interrupted (default: %(default)s)")
+    parser.add_argument("--notebook-timeout", type=int, default=300, metavar="SECONDS",
+                        help="wall-clock limit for a whole notebook (default: %(default)s)")
+    parser.add_argument("--memory", type=int, default=4096, metavar="MiB",
+                        help="memory (address space) limit of a grading kernel; 0: none (default: %(default)s)")
+    parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
+                        help="run kernels without bubblewrap isolation (trusted submissions only)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N", help=jobs_help)
+    cluster = parser.add_mutually_exclusive_group()  # instead of --jobs: grade on a Dask cluster's workers
+    cluster.add_argument("--scheduler", metavar="ADDRESS",
+                         help="grade on the workers of the Dask scheduler at ADDRESS (tcp://HOST:8786)")
+    cluster.add_argument("--scheduler-file", type=Path, metavar="FILE",
+                         help="grade on the workers of the Dask scheduler that FILE names (dask scheduler --scheduler-file)")
+
+
+def grading_options(args: argparse.Namespace) -> GradingOptions:
+    """The one place the arguments become options (``serve`` always keeps its kernels warm)."""
+    return GradingOptions(source_dir=args.source, cell_timeout=args.cell_timeout,
+                          notebook_timeout=args.notebook_timeout, memory_limit=args.memory * 1024**2,
+                          sandbox=args.sandbox, warm_kernels=getattr(args, "warm_kernels", True))
 
 
 def _release(args) -> int:
@@ -126,7 +141,7 @@ def _release(args) -> int:
 def _grade(args) -> int:
     from tqdm import tqdm
 
-    from . import cache, gradebook
+    from . import cache
     from .course import Course, find_assignments
     from .lms import collect_notes, read_roster
     from .report import ResultsWriter
@@ -164,9 +179,8 @@ def _grade(args) -> int:
         groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
         progress_line(f"found {len(groups)} students' assignments ({', '.join(present)}), {len(expected)} notebooks")
 
-        options = dict(source_dir=args.source, cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout,
-                       memory_limit=args.memory * 1024**2, sandbox=args.sandbox, warm_kernels=args.warm_kernels)
-        course = Course(tmp / "course", assignments=present, **options)  # checks the source notebooks first
+        options = grading_options(args)
+        course = Course(tmp / "course", options, assignments=present)  # checks the source notebooks first
         course.generate_all(lambda a: progress_line(f"preparing {a} (nbgrader generate_assignment)"))
 
         grade_groups = _engine(args)
@@ -177,7 +191,7 @@ def _grade(args) -> int:
         if kept:  # groups graded before with the same inputs come back as they were; the others are graded
             groups = kept.replay(groups, writer)
             progress.update(kept.hits)
-        with _kernel_environment(), progress:
+        with kernel_environment(), progress:
             for graded in grade_groups(groups, course, options):
                 for result, feedback in graded:
                     writer.add(result, feedback)
@@ -191,7 +205,10 @@ def _grade(args) -> int:
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         reused = f"; {kept.hits} from the cache" if kept else ""
         print(f"graded {len(writer.results)} notebooks ({summary or 'none'}{reused}) -> {out / 'grades.csv'}")
-    gradebook.after_grading(args)
+    if args.gradebook:
+        recorded = _record_in_gradebook(args, out)
+        if not args.quiet:
+            print(f"recorded {recorded} graded notebooks in {args.gradebook}")
     if not set(counts) - {"missing", "invalid"}:
         print(f"autograder: error: no notebook could be graded (every one is missing or invalid; "
               f"see the reasons in {out / 'grades.csv'})", file=sys.stderr)
@@ -248,21 +265,345 @@ def _engine(args):
     if args.scheduler or args.scheduler_file:
         from . import cluster
         return cluster.engine(args.scheduler, args.scheduler_file)
-    return lambda groups, course, options: grade_all(groups, course, max(1, min(args.jobs, len(groups))), **options)
+    return lambda groups, course, options: grade_all(groups, course, max(1, min(args.jobs, len(groups))), options)
 
 
-@contextlib.contextmanager
-def _kernel_environment():
-    """Environment of the grading kernels without a sandbox (the sandbox sets its own): the
-    check helpers importable, and what every grading kernel has (sandbox.KERNEL_ENVIRONMENT)."""
-    from .course import REPO_ROOT
-    from .sandbox import KERNEL_ENVIRONMENT
+# --------------------------------------------------------------------------
+# an LMS's bulk download in, grades out: collect, export
 
-    saved = dict(os.environ)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    os.environ.update(KERNEL_ENVIRONMENT)
+
+def _lms_commands(commands) -> None:
+    col = commands.add_parser(
+        "collect", help="turn an LMS bulk download into SUBMISSIONS/<student_id>/<assignment>/",
+        description="Copy the notebooks of an LMS bulk download (a folder or a .zip, never modified) to "
+                    "OUT/<student_id>/<assignment>/<notebook>.ipynb, the layout `grade` reads. Every file of "
+                    "the download is listed in OUT/collect-<assignment>.csv: placed, superseded (the same "
+                    "student's later file was taken: Canvas's highest file id, else the highest copy number "
+                    "such as -1 or (2), else the newest), ignored (system files) or unplaced, with the reason. "
+                    "OUT/students.csv lists the students collected (a roster for `export`).")
+    col.add_argument("download", type=Path, metavar="DOWNLOAD")
+    col.add_argument("--assignment", required=True, help="the assignment these submissions are for")
+    col.add_argument("--out", type=Path, required=True, metavar="SUBMISSIONS")
+    col.add_argument("--lms", choices=LMS_NAMING, default="canvas",
+                     help="the LMS's file naming (default: %(default)s)")
+    col.add_argument("--pattern", metavar="REGEX",
+                     help="instead of --lms: a Python regex matched against each file's whole path in the "
+                          "download, with a named group student_id, lms_id (mapped with --roster) or name "
+                          "(needs --roster), and optionally file (the uploaded name) and late")
+    col.add_argument("--roster", type=Path, metavar="CSV",
+                     help="map LMS ids or names to student ids: a CSV with student_id and lms_id/name columns, "
+                          "or the LMS's own export (Canvas gradebook, Moodle grading worksheet)")
+    col.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="folder of source notebooks (default: %(default)s)")
+    col.set_defaults(run=_collect)
+
+    exp = commands.add_parser(
+        "export", help="write grades.csv in an LMS's import format",
+        description="Write RESULTS/grades.csv as Canvas's gradebook import CSV, Moodle's grading worksheet or "
+                    "a plain CSV, one row per student (and per roster student who submitted nothing). "
+                    "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
+                    "Moodle's feedback comments, the plain CSV and this command's output.")
+    exp.add_argument("results", type=Path, metavar="RESULTS")
+    exp.add_argument("--format", choices=["canvas", "moodle", "csv"], required=True)
+    exp.add_argument("--out", type=Path, required=True, metavar="FILE")
+    exp.add_argument("--assignment", help="which assignment (needed when RESULTS holds several)")
+    exp.add_argument("--roster", type=Path, metavar="CSV",
+                     help="names, LMS ids and emails: SUBMISSIONS/students.csv written by collect, or the LMS's export")
+    exp.add_argument("--column", help="Canvas: the assignment's column title as in Canvas's export, "
+                                      "e.g. 'QKV (123456)' (default: the assignment id, a new Canvas assignment)")
+    exp.add_argument("--gradebook", metavar="URL_OR_PATH",
+                     help="take each graded student's final score from this nbgrader gradebook (written answers "
+                          "graded by hand in formgrader; see export-gradebook); default: RESULTS' autograded points")
+    exp.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
+                     help="take PERCENT of the maximum off the grade of a submission the LMS marked late "
+                          "(default: none; late is reported in the reason, not penalised)")
+    exp.set_defaults(run=_export)
+
+
+def _collect(args) -> int:
+    from .course import find_assignments
+    from .lms import PATTERNS, collect, read_roster, write_collect_report
+    from .submissions import SubmissionsError
+
+    download, out = args.download.resolve(), args.out.resolve()
+    if not download.exists():
+        raise SubmissionsError(f"{download} does not exist")
+    if download.is_dir() and out.is_relative_to(download):
+        raise SubmissionsError("SUBMISSIONS must not be inside DOWNLOAD, which is never modified")
+    if args.assignment not in find_assignments(args.source):
+        raise SubmissionsError(f"unknown assignment {args.assignment}; known: {', '.join(find_assignments(args.source))}")
+    notebooks = sorted(p.stem for p in (args.source / args.assignment).glob("*.ipynb"))
+    roster = read_roster(args.roster) if args.roster else None
+    report = collect(download, args.assignment, notebooks, out, args.pattern or PATTERNS[args.lms], roster)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_collect_report(out, args.assignment, report, roster)
+    counts = {status: sum(p.status == status for p in report) for status in ("placed", "superseded", "ignored", "unplaced")}
+    for p in report:
+        if p.status in ("superseded", "unplaced"):
+            print(f"{p.status}: {p.file}: {p.reason}", file=sys.stderr)
+    print(f"collected {counts['placed']} notebooks of {args.assignment} into {out} "
+          f"({', '.join(f'{n} {s}' for s, n in counts.items())}); every file: {path}")
+    return 0 if counts["placed"] else 1
+
+
+def _export(args) -> int:
+    from .gradebook import gradebook_url
+    from .lms import NOT_GRADED, export, read_roster
+    from .submissions import SubmissionsError
+
+    grades = args.results / "grades.csv"
+    if not grades.is_file():
+        raise SubmissionsError(f"no grades.csv in {args.results}")
+    roster = read_roster(args.roster) if args.roster else None
+    gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
+    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
+                            args.late_penalty)
+    for student_id in left_out:
+        print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
+    for row in rows:
+        if row.status in NOT_GRADED:
+            print(f"no grade: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
+        elif row.reason and args.format == "canvas":  # Canvas's import has no column for it
+            print(f"note: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
+    pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
+    for row in pending:
+        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "
+              f"({row.to_grade_by_hand:g} points) not graded yet", file=sys.stderr)
+    if pending:
+        print(f"{len(pending)} students' grades leave out written answers not graded yet: grade them in nbgrader's "
+              "formgrader (after `export-gradebook`), then export with --gradebook", file=sys.stderr)
+    source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
+    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# nbgrader's gradebook, for formgrader and `nbgrader export`: export-gradebook, grade --gradebook
+
+
+def _export_gradebook_command(commands) -> None:
+    cmd = commands.add_parser(
+        "export-gradebook", help="write RESULTS into an nbgrader gradebook (nbgrader export, formgrader)",
+        description="Record the scores of RESULTS/results.json in a persistent nbgrader gradebook: the "
+                    "assignments as nbgrader's generate_assignment records them, and one submission per graded "
+                    "notebook, each test cell with the autograder's points and each written answer left for "
+                    "formgrader's manual grading (the autograded notebooks are copied into the course's autograded/ "
+                    "folder, where formgrader reads them). `nbgrader export` and formgrader then work on it. Missing "
+                    "and invalid notebooks are left unsubmitted.")
+    cmd.add_argument("results", type=Path, metavar="RESULTS")
+    _gradebook_arguments(cmd, required=True)
+    cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="folder of source notebooks (default: %(default)s)")
+    cmd.set_defaults(run=_export_gradebook)
+
+
+def _gradebook_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """--gradebook, --course-id, --course-dir and --roster (also on ``grade``)."""
+    parser.add_argument("--gradebook", metavar="URL_OR_PATH", required=required,
+                        help="an nbgrader gradebook: a gradebook.db path or an SQLAlchemy URL")
+    parser.add_argument("--course-id", default="", metavar="ID",
+                        help="the nbgrader course id (CourseDirectory.course_id; default: nbgrader's, empty)")
+    parser.add_argument("--course-dir", type=Path, metavar="DIR",
+                        help="the nbgrader course folder whose source/ and autograded/ formgrader reads (default: "
+                             "the gradebook file's folder)")
+    parser.add_argument("--roster", type=Path, metavar="CSV",
+                        help="students' names and emails for the gradebook, which formgrader shows: collect's "
+                             "students.csv or the LMS's export (see export --roster)")
+
+
+def _record_in_gradebook(args, results: Path) -> int:
+    """The notebooks of ``results`` recorded in the gradebook ``args`` names: how many."""
+    from .gradebook import course_folder, gradebook_url, write_gradebook
+    from .lms import read_roster
+
+    roster = read_roster(args.roster) if args.roster else None
+    return write_gradebook(results, gradebook_url(str(args.gradebook)), args.source, args.course_id, roster,
+                           course_folder(args.gradebook, args.course_dir))
+
+
+def _export_gradebook(args) -> int:
+    print(f"recorded {_record_in_gradebook(args, args.results)} graded notebooks in {args.gradebook}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# similarity
+
+
+def _similarity_command(commands) -> None:
+    cmd = commands.add_parser(
+        "similarity", help="rank pairs of students by the similarity of their own code",
+        description="Compare every pair of students' own code in one assignment (solution cells and added "
+                    "cells; the released starter code, tests and comments left out) with copydetect's "
+                    "winnowing, and write an HTML report that opens offline: the pairs ranked, the closest "
+                    "side by side with the matching code marked. OUT with .csv lists every pair.")
+    cmd.add_argument("folder", type=Path, metavar="RESULTS_OR_SUBMISSIONS")
+    cmd.add_argument("--assignment", required=True)
+    cmd.add_argument("--out", type=Path, required=True, metavar="REPORT.html")
+    cmd.add_argument("--release", type=Path, default=EXERCISES_DIR,
+                     help="folder of release notebooks, the starter code (default: %(default)s)")
+    cmd.add_argument("--show", type=int, default=20, metavar="N",
+                     help="pairs shown side by side (default: %(default)s)")
+    cmd.set_defaults(run=_similarity)
+
+
+def _similarity(args) -> int:
+    from .similarity import display_name, similarity
+    from .submissions import SubmissionsError
+
+    if not args.folder.exists():
+        raise SubmissionsError(f"{args.folder} does not exist")
+    pairs = similarity(args.folder.resolve(), args.assignment, args.out, args.release, args.show)
+    for rank, p in enumerate(pairs[:10], 1):
+        print(f"{rank:3}. {display_name(p.first)} / {display_name(p.second)}: "
+              f"{p.similarity[0]:.0%} / {p.similarity[1]:.0%}")
+    print(f"compared {len(pairs)} pairs -> {args.out}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# the submission service: serve, tokens
+
+
+def _service_commands(commands) -> None:
+    serve = commands.add_parser(
+        "serve", help="run the submission service (web pages and the notebooks' submit API)",
+        description="Prepare the course once, start the grading workers, and serve students' submissions on "
+                    "http://HOST:PORT. Submissions, results and the default database live in DATA; accepted "
+                    "submissions are graded even if the service is stopped and started again.")
+    _service_data_arguments(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s; "
+                                                            "behind a reverse proxy, keep it local)")
+    serve.add_argument("--port", type=int, default=8000, help="default: %(default)s")
+    serve.add_argument("--policies", type=Path, metavar="FILE",
+                       help="YAML: deadline, late, attempts_per_day, before_deadline per assignment (see the README)")
+    _grading_arguments(serve, "notebooks graded at once on this machine (default: %(default)s)")
+    serve.add_argument("--max-upload-mb", type=int, default=10, help="largest notebook accepted (default: %(default)s)")
+    serve.add_argument("--rate-limit", type=int, default=120, metavar="PER_MINUTE",
+                       help="requests a token may make in a minute (default: %(default)s)")
+    serve.add_argument("--secure-cookies", action="store_true",
+                       help="send the login cookie over HTTPS only (set it behind an HTTPS reverse proxy)")
+    serve.set_defaults(run=_serve)
+
+    tokens = commands.add_parser(
+        "tokens", help="issue students' tokens for the submission service",
+        description="Give every student of ROSTER (this course's roster CSV, Canvas's gradebook export or "
+                    "Moodle's grading worksheet) a token, stored hashed in the service's database, and write "
+                    "OUT: one row per student given a token now, with the token, to send to that student. "
+                    "Students who already have one keep it (unless --reissue).")
+    tokens.add_argument("roster", type=Path, nargs="?", metavar="ROSTER")
+    _service_data_arguments(tokens)
+    tokens.add_argument("--out", type=Path, required=True, metavar="CSV", help="where to write the new tokens")
+    tokens.add_argument("--instructor", action="append", default=[], metavar="ID",
+                        help="also issue an instructor's token (may be given more than once)")
+    tokens.add_argument("--reissue", action="store_true", help="new tokens for everyone named (old ones stop working)")
+    tokens.set_defaults(run=_tokens)
+
+
+def _service_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=SERVICE_DATA,
+                        help="the service's data folder (default: ./%(default)s)")
+    parser.add_argument("--db", metavar="URL", help="SQLAlchemy database URL, e.g. postgresql://user@host/course "
+                                                    "(default: sqlite:///DATA/service.db)")
+
+
+def _service_database(args):
+    from .service.db import Database
+
+    args.data.mkdir(parents=True, exist_ok=True)
+    return Database(args.db or f"sqlite:///{args.data.resolve() / 'service.db'}")
+
+
+def _tokens(args) -> int:
+    from .lms import read_roster, write_csv
+    from .service.db import INSTRUCTOR, STUDENT, Person
+
+    if args.roster is None and not args.instructor:
+        print("autograder: error: give a ROSTER, or --instructor ID", file=sys.stderr)
+        return 2
+    roster = read_roster(args.roster) if args.roster else []
+    people = [Person(id=s.student_id, role=STUDENT, name=s.name, email=s.email, lms_id=s.lms_id) for s in roster]
+    people += [Person(id=i, role=INSTRUCTOR, name=i, email="", lms_id="") for i in args.instructor]
+    issued = _service_database(args).issue_tokens(people, reissue=args.reissue)
+    write_csv(args.out, ["student_id", "role", "name", "email", "token"],
+              [[p.id, p.role, p.name, p.email, issued[p.id]] for p in people if p.id in issued])
+    os.chmod(args.out, 0o600)  # the tokens are passwords
+    kept = len(people) - len(issued)
+    print(f"issued {len(issued)} tokens -> {args.out}" + (f"; {kept} people kept their tokens" if kept else ""))
+    return 0
+
+
+def _serve(args) -> int:
+    import uvicorn
+
+    from .service.app import Limits, Service, create_app
+    from .service.grading import DaskEngine, Grader, LocalEngine, prepare_course
+    from .service.policies import Policies, PolicyError
+    from .service.storage import Storage
+
+    storage = Storage(args.data)
+    database = _service_database(args)
+    options = grading_options(args)
+    course = prepare_course(storage.work(), options)
     try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        policies = Policies.load(args.policies, course.assignments)
+    except PolicyError as err:
+        print(f"autograder: error: {err}", file=sys.stderr)
+        return 2
+    with kernel_environment():  # for the kernels of the grading workers, which start now
+        if args.scheduler or args.scheduler_file:
+            engine = DaskEngine(course, options, args.scheduler, args.scheduler_file)
+        else:
+            engine = LocalEngine(course, options, max(1, args.jobs))
+        grader = Grader(database, storage, course, engine)
+        requeued = grader.start()
+        if requeued:
+            print(f"queued again {requeued} submissions whose grading was interrupted", file=sys.stderr)
+        limits = Limits(upload_bytes=args.max_upload_mb * 1024**2, requests_per_minute=args.rate_limit)
+        app = create_app(Service(database, storage, course, policies, grader, limits, args.secure_cookies))
+        print(f"serving {len(course.assignments)} assignments on http://{args.host}:{args.port} "
+              f"({engine.slots} grading workers; data in {storage.root})", file=sys.stderr, flush=True)
+        try:
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=True)
+        finally:
+            grader.stop()
+    return 0
+
+
+# --------------------------------------------------------------------------
+# the student distribution: publish
+
+
+def _publish_command(commands) -> None:
+    cmd = commands.add_parser(
+        "publish", help="write the student distribution (the public repository) into DIR",
+        description="Write the students' edition of the course into DIR, a folder to push as the public "
+                    "repository: the book, the released exercises, the checks and their wheel (dist/), its "
+                    "own README; no model solution, no hidden test. Every file is then scanned for lines "
+                    "of the model solutions and hidden tests; any hit fails the command (exit 1).")
+    cmd.add_argument("dest", type=Path, metavar="DIR", help="a new or empty folder outside this repository")
+    cmd.add_argument("--site", action="store_true", help="also build the site into DIR/_build/html (a minute or more)")
+    cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
+    cmd.set_defaults(run=_publish)
+
+
+def _publish(args) -> int:
+    from . import release
+    from .publish import PublishError, publish
+
+    try:
+        done = publish(args.dest, site=args.site, source_dir=args.source)
+    except PublishError as err:
+        print(f"autograder: publish: error: {err}", file=sys.stderr)
+        return 2
+    print(f"published {len(done.assignments)} assignments to {done.folder}")
+    setting = release.read_setting()
+    where = setting.release_url or f"the package index {setting.index}"
+    print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): every setup cell installs it "
+          f"from {where}: put it there")
+    print(done.report.summary())
+    for file, line, where in done.report.hits:
+        print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)
+    if done.report.hits:
+        print("autograder: publish: error: the distribution holds lines of model solutions or hidden tests; "
+              "do not push it", file=sys.stderr)
+        return 1
+    return 0

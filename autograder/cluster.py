@@ -26,16 +26,16 @@ import asyncio
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import uuid
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from .course import Course, CourseError, nbgrader_id
+from .options import GradingOptions
+from .process import kernel_environment, prepare_process
 from .results import NotebookResult
 from .runner import Graded, grade_group
 from .submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
@@ -59,7 +59,7 @@ class CourseOnWorker(WorkerPlugin):
     another machine). A worker process grades one group at a time (one fork server, one
     nbgrader course): start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores."""
 
-    def __init__(self, sources: dict[str, bytes], options: dict, name: str):
+    def __init__(self, sources: dict[str, bytes], options: GradingOptions, name: str):
         self.sources, self.options, self.name = sources, options, name
 
     async def setup(self, worker) -> None:
@@ -72,18 +72,14 @@ class CourseOnWorker(WorkerPlugin):
             raise
 
     def _build(self) -> None:
-        from .cli import _kernel_environment  # the CLI's, for kernels run without a sandbox
-
         for relative, data in self.sources.items():
             path = self.tmp / "source" / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        self.environment = _kernel_environment()
+        self.environment = kernel_environment()
         self.environment.__enter__()  # for this worker process's kernels, as long as the plugin lives
-        # As cli.main: nbgrader runs tools of its environment (alembic) by name; its SQLAlchemy warnings say nothing.
-        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        warnings.filterwarnings("ignore", module="nbgrader")
-        self.course = Course(self.tmp / "course", **dict(self.options, source_dir=self.tmp / "source"))
+        prepare_process()
+        self.course = Course(self.tmp / "course", replace(self.options, source_dir=self.tmp / "source"))
         self.course.generate_all()
 
     def teardown(self, worker) -> None:
@@ -154,14 +150,14 @@ def engine(address: str | None = None, scheduler_file: Path | None = None):
         raise ConnectionError(f"the Dask scheduler at {scheduler} has no workers after {CONNECT_TIMEOUT} s: "
                               f"start some with `dask worker {scheduler} --nthreads 1`") from err
 
-    def grade(groups: Sequence[Sequence[Submission]], course: Course, options: dict) -> Iterator[Graded]:
+    def grade(groups: Sequence[Sequence[Submission]], course: Course, options: GradingOptions) -> Iterator[Graded]:
         with client:
-            yield from grade_on_cluster(groups, course, client, **options)
+            yield from grade_on_cluster(groups, course, client, options)
     return grade
 
 
 def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, client: "distributed.Client",
-                     **course_options) -> Iterator[Graded]:
+                     options: GradingOptions) -> Iterator[Graded]:
     """Grade every group on ``client``'s cluster; results come as they finish (as from ``runner.grade_all``).
 
     ``course`` is the CLI's generated course: its source notebooks go to the workers (only
@@ -172,7 +168,7 @@ def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, cli
                if path.is_file()}
     # One plugin per run: two runs on one cluster never share (or tear down) each other's courses.
     run = uuid.uuid4().hex[:12]
-    plugin = CourseOnWorker(sources, course_options, name=f"autograder-course-{run}")
+    plugin = CourseOnWorker(sources, options, name=f"autograder-course-{run}")
     try:
         client.register_plugin(plugin, name=plugin.name)
     except Exception as err:  # noqa: BLE001 - raised on a worker (no bwrap there, say), re-raised here

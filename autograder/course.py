@@ -27,15 +27,14 @@ from traitlets.config import Config
 
 from .exporters import AutogradeExporter
 from .feedback import FeedbackExporter
-from .judge import JudgeTests
 from .feedback import HideHiddenTests
+from .judge import JudgeTests
+from .layout import SOLUTIONS_DIR
+from .options import GradingOptions
 from .rebuild import RebuildFromSource
 from .results import is_written_answer
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS_DIR = REPO_ROOT / "solutions"
-EXERCISES_DIR = REPO_ROOT / "exercises"
 COURSE_ID = "attention-from-scratch"
 
 # Files of a source folder that never belong to an assignment.
@@ -138,20 +137,21 @@ def new_gradebook(path: Path) -> None:
 
 
 class Course:
-    """An nbgrader course rooted at ``root``, with the assignments of ``source_dir``."""
+    """An nbgrader course rooted at ``root``, with the assignments of ``options.source_dir``."""
 
-    def __init__(self, root: Path, source_dir: Path = SOLUTIONS_DIR, cell_timeout: int = 60,
-                 notebook_timeout: int = 300, memory_limit: int = 4 * 1024**3, sandbox: bool = True,
-                 warm_kernels: bool = True, copy_of: Path | None = None, assignments: list[str] | None = None):
-        """``copy_of``: the root of a generated course with the same source to start from
+    def __init__(self, root: Path, options: GradingOptions | None = None, copy_of: Path | None = None,
+                 assignments: list[str] | None = None):
+        """``options``: default, the course's solutions/ graded with the default limits.
+        ``copy_of``: the root of a generated course with the same source to start from
         (a grading worker copies the CLI's course instead of generating its own).
         ``assignments``: only these of the source (the ones a class submitted), default all."""
-        if sandbox and not bwrap_available():
+        options = options or GradingOptions(SOLUTIONS_DIR)
+        if options.sandbox and not bwrap_available():
             raise CourseError("grading runs student code in a bubblewrap sandbox, but `bwrap` (or `prlimit`) "
                               "is not installed: `apt-get install bubblewrap` (make setup does it), or pass "
                               "--no-sandbox to grade without isolation")
         self.root = Path(root)
-        self.source_dir = Path(source_dir)
+        self.source_dir = Path(options.source_dir)
         if copy_of:
             shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "kernel-*"))
         known = find_assignments(self.source_dir)
@@ -168,12 +168,12 @@ class Course:
         if not (self.root / "gradebook.db").exists():
             self.root.mkdir(parents=True, exist_ok=True)
             new_gradebook(self.root / "gradebook.db")
-        self.api = NbGraderAPI(config=self._config(cell_timeout, notebook_timeout, memory_limit, sandbox, warm_kernels))
+        self.api = NbGraderAPI(config=self._config(options))
         self.api.log.setLevel(logging.ERROR)
 
-    def _config(self, cell_timeout: int, notebook_timeout: int, memory_limit: int, sandbox: bool,
-                warm_kernels: bool) -> Config:
-        c = grading_config(self.root, cell_timeout, notebook_timeout, memory_limit, sandbox, warm_kernels)
+    def _config(self, options: GradingOptions) -> Config:
+        c = grading_config(self.root, options.cell_timeout, options.notebook_timeout, options.memory_limit,
+                           options.sandbox, options.warm_kernels)
         c.CourseDirectory.root = str(self.root)
         c.CourseDirectory.course_id = COURSE_ID
         c.CourseDirectory.db_url = self.db_url

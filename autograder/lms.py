@@ -28,7 +28,6 @@ import csv
 import io
 import os
 import re
-import sys
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
@@ -361,6 +360,17 @@ class Row:
     to_grade_by_hand: float = 0.0  # written answers' points not graded yet (not in score)
     late: bool = False  # the LMS marked it late (collect's report)
 
+    @property
+    def note(self) -> str:
+        """What a student and the LMS see beside the grade."""
+        if self.status in NOT_GRADED:
+            return f"Not graded: {self.status}" + (f" ({self.reason})" if self.reason else "")
+        pending = (f"written answers ({_shown(self.to_grade_by_hand)} points) not graded yet"
+                   if self.to_grade_by_hand else "")
+        if self.status != "ok":
+            return "; ".join(filter(None, [f"Graded with status {self.status}: {self.reason}".rstrip(": "), pending]))
+        return "; ".join(filter(None, [self.reason, pending]))
+
 
 def _number(text: str | float | None) -> float:
     return float(text) if text not in (None, "") else 0.0
@@ -427,16 +437,6 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
 
 
-def _note(row: Row) -> str:
-    """What a student and the LMS see beside the grade."""
-    if row.status in NOT_GRADED:
-        return f"Not graded: {row.status}" + (f" ({row.reason})" if row.reason else "")
-    pending = f"written answers ({_shown(row.to_grade_by_hand)} points) not graded yet" if row.to_grade_by_hand else ""
-    if row.status != "ok":
-        return "; ".join(filter(None, [f"Graded with status {row.status}: {row.reason}".rstrip(": "), pending]))
-    return "; ".join(filter(None, [row.reason, pending]))
-
-
 def penalise_late(rows: list[Row], percent: float) -> None:
     """Take ``percent`` of the maximum off each late student's grade (never below 0), and say so."""
     for row in rows:
@@ -475,7 +475,7 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
                   "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
         lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
                   "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
-                  "Yes", "-", now, _note(r)] for r in rows]
+                  "Yes", "-", now, r.note] for r in rows]
     elif fmt == "csv":
         header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason",
                   "to_grade_by_hand", "late"]
@@ -486,108 +486,3 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
         raise SubmissionsError(f"unknown format {fmt!r}: canvas, moodle or csv")
     write_csv(out, header, lines)
     return rows, left_out
-
-
-# --------------------------------------------------------------------------
-# command line (registered by cli.py)
-
-
-def add_commands(commands) -> None:
-    col = commands.add_parser(
-        "collect", help="turn an LMS bulk download into SUBMISSIONS/<student_id>/<assignment>/",
-        description="Copy the notebooks of an LMS bulk download (a folder or a .zip, never modified) to "
-                    "OUT/<student_id>/<assignment>/<notebook>.ipynb, the layout `grade` reads. Every file of "
-                    "the download is listed in OUT/collect-<assignment>.csv: placed, superseded (the same "
-                    "student's later file was taken: Canvas's highest file id, else the highest copy number "
-                    "such as -1 or (2), else the newest), ignored (system files) or unplaced, with the reason. "
-                    "OUT/students.csv lists the students collected (a roster for `export`).")
-    col.add_argument("download", type=Path, metavar="DOWNLOAD")
-    col.add_argument("--assignment", required=True, help="the assignment these submissions are for")
-    col.add_argument("--out", type=Path, required=True, metavar="SUBMISSIONS")
-    col.add_argument("--lms", choices=sorted(PATTERNS), default="canvas",
-                     help="the LMS's file naming (default: %(default)s)")
-    col.add_argument("--pattern", metavar="REGEX",
-                     help="instead of --lms: a Python regex matched against each file's whole path in the "
-                          "download, with a named group student_id, lms_id (mapped with --roster) or name "
-                          "(needs --roster), and optionally file (the uploaded name) and late")
-    col.add_argument("--roster", type=Path, metavar="CSV",
-                     help="map LMS ids or names to student ids: a CSV with student_id and lms_id/name columns, "
-                          "or the LMS's own export (Canvas gradebook, Moodle grading worksheet)")
-    col.add_argument("--source", type=Path, default=None, help="folder of source notebooks (default: solutions/)")
-    col.set_defaults(run=_collect)
-
-    exp = commands.add_parser(
-        "export", help="write grades.csv in an LMS's import format",
-        description="Write RESULTS/grades.csv as Canvas's gradebook import CSV, Moodle's grading worksheet or "
-                    "a plain CSV, one row per student (and per roster student who submitted nothing). "
-                    "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
-                    "Moodle's feedback comments, the plain CSV and this command's output.")
-    exp.add_argument("results", type=Path, metavar="RESULTS")
-    exp.add_argument("--format", choices=["canvas", "moodle", "csv"], required=True)
-    exp.add_argument("--out", type=Path, required=True, metavar="FILE")
-    exp.add_argument("--assignment", help="which assignment (needed when RESULTS holds several)")
-    exp.add_argument("--roster", type=Path, metavar="CSV",
-                     help="names, LMS ids and emails: SUBMISSIONS/students.csv written by collect, or the LMS's export")
-    exp.add_argument("--column", help="Canvas: the assignment's column title as in Canvas's export, "
-                                      "e.g. 'QKV (123456)' (default: the assignment id, a new Canvas assignment)")
-    exp.add_argument("--gradebook", metavar="URL_OR_PATH",
-                     help="take each graded student's final score from this nbgrader gradebook (written answers "
-                          "graded by hand in formgrader; see export-gradebook); default: RESULTS' autograded points")
-    exp.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
-                     help="take PERCENT of the maximum off the grade of a submission the LMS marked late "
-                          "(default: none; late is reported in the reason, not penalised)")
-    exp.set_defaults(run=_export)
-
-
-def _collect(args) -> int:
-    from .course import SOLUTIONS_DIR, find_assignments
-
-    download, out = args.download.resolve(), args.out.resolve()
-    if not download.exists():
-        raise SubmissionsError(f"{download} does not exist")
-    if download.is_dir() and out.is_relative_to(download):
-        raise SubmissionsError("SUBMISSIONS must not be inside DOWNLOAD, which is never modified")
-    source = args.source or SOLUTIONS_DIR
-    if args.assignment not in find_assignments(source):
-        raise SubmissionsError(f"unknown assignment {args.assignment}; known: {', '.join(find_assignments(source))}")
-    notebooks = sorted(p.stem for p in (source / args.assignment).glob("*.ipynb"))
-    roster = read_roster(args.roster) if args.roster else None
-    report = collect(download, args.assignment, notebooks, out, args.pattern or PATTERNS[args.lms], roster)
-    out.mkdir(parents=True, exist_ok=True)
-    path = write_collect_report(out, args.assignment, report, roster)
-    counts = {status: sum(p.status == status for p in report) for status in ("placed", "superseded", "ignored", "unplaced")}
-    for p in report:
-        if p.status in ("superseded", "unplaced"):
-            print(f"{p.status}: {p.file}: {p.reason}", file=sys.stderr)
-    print(f"collected {counts['placed']} notebooks of {args.assignment} into {out} "
-          f"({', '.join(f'{n} {s}' for s, n in counts.items())}); every file: {path}")
-    return 0 if counts["placed"] else 1
-
-
-def _export(args) -> int:
-    grades = args.results / "grades.csv"
-    if not grades.is_file():
-        raise SubmissionsError(f"no grades.csv in {args.results}")
-    roster = read_roster(args.roster) if args.roster else None
-    from .gradebook import gradebook_url
-
-    gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
-    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
-                            args.late_penalty)
-    for student_id in left_out:
-        print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
-    for row in rows:
-        if row.status in NOT_GRADED:
-            print(f"no grade: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
-        elif row.reason and args.format == "canvas":  # Canvas's import has no column for it
-            print(f"note: {row.student.student_id} ({row.student.name}): {_note(row)}", file=sys.stderr)
-    pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
-    for row in pending:
-        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "
-              f"({_shown(row.to_grade_by_hand)} points) not graded yet", file=sys.stderr)
-    if pending:
-        print(f"{len(pending)} students' grades leave out written answers not graded yet: grade them in nbgrader's "
-              "formgrader (after `export-gradebook`), then export with --gradebook", file=sys.stderr)
-    source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
-    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
-    return 0

@@ -61,7 +61,7 @@ import nbformat
 import yaml
 
 from . import release
-from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+from .layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")
 CHECKS = "attention_checks"
@@ -337,41 +337,3 @@ def build_site(dist: Path) -> Path:
     if book.returncode:
         raise PublishError(f"jupyter-book could not build the site of {dist}:\n{book.stdout[-2000:]}{book.stderr[-2000:]}")
     return dist / "_build" / "html"
-
-
-# --------------------------------------------------------------------------------------------
-# command line
-
-
-def add_command(commands) -> None:
-    cmd = commands.add_parser(
-        "publish", help="write the student distribution (the public repository) into DIR",
-        description="Write the students' edition of the course into DIR, a folder to push as the public "
-                    "repository: the book, the released exercises, the checks and their wheel (dist/), its "
-                    "own README; no model solution, no hidden test. Every file is then scanned for lines "
-                    "of the model solutions and hidden tests; any hit fails the command (exit 1).")
-    cmd.add_argument("dest", type=Path, metavar="DIR", help="a new or empty folder outside this repository")
-    cmd.add_argument("--site", action="store_true", help="also build the site into DIR/_build/html (a minute or more)")
-    cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
-    cmd.set_defaults(run=_run)
-
-
-def _run(args) -> int:
-    try:
-        done = publish(args.dest, site=args.site, source_dir=args.source)
-    except PublishError as err:
-        print(f"autograder: publish: error: {err}", file=sys.stderr)
-        return 2
-    print(f"published {len(done.assignments)} assignments to {done.folder}")
-    setting = release.read_setting()
-    where = setting.release_url or f"the package index {setting.index}"
-    print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): every setup cell installs it "
-          f"from {where}: put it there")
-    print(done.report.summary())
-    for file, line, where in done.report.hits:
-        print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)
-    if done.report.hits:
-        print("autograder: publish: error: the distribution holds lines of model solutions or hidden tests; "
-              "do not push it", file=sys.stderr)
-        return 1
-    return 0

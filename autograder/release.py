@@ -18,7 +18,9 @@ from pathlib import Path
 
 import nbformat
 
-from .course import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, Course, find_assignments
+from .course import Course, find_assignments
+from .layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+from .options import GradingOptions
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 
@@ -212,7 +214,7 @@ def generate(source_dir: Path, dest_dir: Path, assignments: list[str] | None = N
     if write_install:
         write_install_lines(source_dir, chosen)
     with tempfile.TemporaryDirectory(prefix="autograder-release-") as tmp:
-        course = Course(Path(tmp), source_dir, sandbox=False)  # runs no student code: no bwrap needed
+        course = Course(Path(tmp), GradingOptions(source_dir, sandbox=False))  # runs no student code: no bwrap needed
         for assignment in chosen:
             released = course.generate(assignment)
             target = dest_dir / assignment

@@ -1,12 +1,8 @@
 """Grade students' assignments with nbgrader (autograde, then feedback), in parallel workers."""
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import signal
-import sys
-import warnings
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -20,6 +16,8 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from .course import COURSE_ID, Course, nbgrader_id
+from .options import GradingOptions
+from .process import die_with_parent, prepare_process
 from .rebuild import identify
 from .results import NotebookResult, observed_status, test_results
 from .submissions import Submission, drop_broken_grade_ids, load_notebook
@@ -129,9 +127,10 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     return graded
 
 
-def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int, **course_options) -> Iterator[Graded]:
+def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
+              options: GradingOptions) -> Iterator[Graded]:
     """Grade every group in ``course`` (generated), or ``jobs`` at a time, each worker in a
-    copy of it, made with ``course_options``.
+    copy of it, made with ``options``.
 
     Results come as they finish; the report sorts them, so the order does not matter.
     At most a few groups per worker are in flight, so memory does not grow with the class.
@@ -143,7 +142,7 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                                 initargs=(course.root, course_options, os.getpid())) as pool:
+                                 initargs=(course.root, options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:
                 for group in [] if broken else islice(groups, 2 * jobs - len(in_flight)):
@@ -164,20 +163,13 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
 
 
 _worker_course: Course | None = None
-PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(course_root: Path, options: dict, cli: int) -> None:
+def _start_worker(course_root: Path, options: GradingOptions, cli: int) -> None:
     global _worker_course
-    if sys.platform.startswith("linux"):
-        # A worker whose CLI is killed would wait for work forever, holding its sandbox:
-        # the kernel kills it with its parent (and bwrap, in turn, the sandbox), or it
-        # leaves now if the CLI died while it was starting.
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != cli:
-            os._exit(1)
-    warnings.filterwarnings("ignore", module="nbgrader")
-    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
+    die_with_parent(cli)
+    prepare_process()
+    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", options, copy_of=course_root)
 
 
 def _grade_in_worker(group: list[Submission]) -> Graded:

@@ -27,7 +27,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 import attention_checks
 from attention_checks import registry
-from attention_checks.core import PRIVATE_IMPLEMENTATIONS, PRIVATE_NAMESPACES
+from attention_checks.core import ALWAYS_FORBIDDEN
 
 COURSE_CHECKS = "attention_checks"
 TOUCHES_CHECKS = "the course's own checks (attention_checks) from its code"
@@ -466,8 +466,7 @@ class SourceScanner:
             hits[TOUCHES_CHECKS] = self.tampering
         wanted: dict[str, str] = {}  # the identifier a student would write -> the name shown
         for name in forbidden:
-            words = PRIVATE_NAMESPACES if name == PRIVATE_IMPLEMENTATIONS else [name.rsplit(".", 1)[-1]]
-            for word in words:
+            for word in ALWAYS_FORBIDDEN.get(name, [name.rsplit(".", 1)[-1]]):
                 wanted.setdefault(word, name)
         if wanted:
             _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))

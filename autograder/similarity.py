@@ -30,7 +30,8 @@ from copydetect import CodeFingerprint, compare_files
 from copydetect.defaults import GUARANTEE_THRESHOLD, NOISE_THRESHOLD
 from copydetect.utils import highlight_overlap
 
-from .course import EXERCISES_DIR, find_assignments
+from .course import find_assignments
+from .layout import EXERCISES_DIR
 from .submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 
 WINDOW = GUARANTEE_THRESHOLD - NOISE_THRESHOLD + 1  # copydetect's own window from its thresholds
@@ -104,27 +105,27 @@ def compare(codes: dict[str, str], starter: str) -> list[Pair]:
     return sorted(pairs, key=lambda p: (-p.score, -p.matched_tokens, p.first, p.second))
 
 
-def _shown(name: str) -> str:
+def display_name(name: str) -> str:
     """A student folder name for the page (one that is not UTF-8 is shown with replacement marks)."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _code_html(code: str) -> str:
-    escaped = html.escape(_shown(code))
+    escaped = html.escape(display_name(code))
     return escaped.replace(MARK_START, "<mark>").replace(MARK_END, "</mark>")
 
 
 def html_report(assignment: str, pairs: list[Pair], students: int, detailed: int) -> str:
     rows = "\n".join(
-        f"<tr><td>{rank}</td><td>{html.escape(_shown(p.first))}</td><td>{html.escape(_shown(p.second))}</td>"
+        f"<tr><td>{rank}</td><td>{html.escape(display_name(p.first))}</td><td>{html.escape(display_name(p.second))}</td>"
         f"<td>{p.similarity[0]:.0%}</td><td>{p.similarity[1]:.0%}</td><td>{p.matched_tokens}</td>"
         + (f"<td><a href='#pair-{rank}'>side by side</a></td>" if rank <= detailed else "<td></td>") + "</tr>"
         for rank, p in enumerate(pairs, 1))
     details = "\n".join(
-        f"<section id='pair-{rank}'><h2>{rank}. {html.escape(_shown(p.first))} and {html.escape(_shown(p.second))}: "
+        f"<section id='pair-{rank}'><h2>{rank}. {html.escape(display_name(p.first))} and {html.escape(display_name(p.second))}: "
         f"{p.similarity[0]:.0%} and {p.similarity[1]:.0%}</h2>\n<div class='pair'>"
-        f"<div><h3>{html.escape(_shown(p.first))}</h3><pre>{_code_html(p.code[0])}</pre></div>"
-        f"<div><h3>{html.escape(_shown(p.second))}</h3><pre>{_code_html(p.code[1])}</pre></div></div></section>"
+        f"<div><h3>{html.escape(display_name(p.first))}</h3><pre>{_code_html(p.code[0])}</pre></div>"
+        f"<div><h3>{html.escape(display_name(p.second))}</h3><pre>{_code_html(p.code[1])}</pre></div></div></section>"
         for rank, p in enumerate(pairs[:detailed], 1))
     title = html.escape(f"Code similarity: {assignment}")
     return f"""<!DOCTYPE html>
@@ -176,37 +177,6 @@ def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXE
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html_report(assignment, pairs, len(codes), min(detailed, len(pairs))), encoding="utf-8")
     write_csv(out.with_suffix(".csv"), ["rank", "student", "other_student", "of_student", "of_other", "matching_tokens"],
-              [[rank, _shown(p.first), _shown(p.second), f"{p.similarity[0]:.3f}", f"{p.similarity[1]:.3f}",
+              [[rank, display_name(p.first), display_name(p.second), f"{p.similarity[0]:.3f}", f"{p.similarity[1]:.3f}",
                 p.matched_tokens] for rank, p in enumerate(pairs, 1)])
     return pairs
-
-
-# --------------------------------------------------------------------------
-# command line (registered by cli.py)
-
-
-def add_command(commands) -> None:
-    cmd = commands.add_parser(
-        "similarity", help="rank pairs of students by the similarity of their own code",
-        description="Compare every pair of students' own code in one assignment (solution cells and added "
-                    "cells; the released starter code, tests and comments left out) with copydetect's "
-                    "winnowing, and write an HTML report that opens offline: the pairs ranked, the closest "
-                    "side by side with the matching code marked. OUT with .csv lists every pair.")
-    cmd.add_argument("folder", type=Path, metavar="RESULTS_OR_SUBMISSIONS")
-    cmd.add_argument("--assignment", required=True)
-    cmd.add_argument("--out", type=Path, required=True, metavar="REPORT.html")
-    cmd.add_argument("--release", type=Path, default=EXERCISES_DIR,
-                     help="folder of release notebooks, the starter code (default: %(default)s)")
-    cmd.add_argument("--show", type=int, default=20, metavar="N",
-                     help="pairs shown side by side (default: %(default)s)")
-    cmd.set_defaults(run=_run)
-
-
-def _run(args) -> int:
-    if not args.folder.exists():
-        raise SubmissionsError(f"{args.folder} does not exist")
-    pairs = similarity(args.folder.resolve(), args.assignment, args.out, args.release, args.show)
-    for rank, p in enumerate(pairs[:10], 1):
-        print(f"{rank:3}. {_shown(p.first)} / {_shown(p.second)}: {p.similarity[0]:.0%} / {p.similarity[1]:.0%}")
-    print(f"compared {len(pairs)} pairs -> {args.out}")
-    return 0

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import cache
+from autograder.options import GradingOptions
 from autograder.results import NotebookResult, _from_json
 from autograder.results import TestResult as CaseResult  # (a Test* name would be collected)
 from classroom import REPO, Results, load_corpus, make_submission, notebook_name, tree_digest
@@ -237,7 +238,7 @@ def test_results_round_trip_through_json_field_by_field():
 
 
 def store(folder: Path, graded) -> list[Path]:
-    kept = cache.ResultCache(folder, SimpleNamespace(root=folder), {name: 1 for name in cache.RESULT_OPTIONS})
+    kept = cache.ResultCache(folder, SimpleNamespace(root=folder), GradingOptions(folder))
     kept._keys[("ann", "01-x")] = "ab" * 32  # as replay() leaves a group it did not find
     kept.store(graded)
     return list(folder.glob("*/*.json"))

@@ -22,7 +22,7 @@ from nbformat.v4 import new_output
 
 from attention_checks import TOLERANCES, CheckFailed, PartialCredit
 from attention_checks.answers.judging import compare, judge, judge_records
-from attention_checks.core import PRIVATE_IMPLEMENTATIONS, ForbiddenCalls, quiet
+from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF, ForbiddenCalls, quiet
 from attention_checks.inputs import keep_mask
 from attention_checks.probe import probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
@@ -187,6 +187,20 @@ def test_a_library_handed_a_private_implementation_is_still_the_students_call():
     with ForbiddenCalls({}) as guard:
         softmax(torch.randn(2, 3))
     assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+
+
+def test_switching_off_the_watch_is_a_forbidden_use():
+    refs = _hidden_module("sfer_")
+    switch = getattr(sys, "set" + "profile")
+
+    def unwatched_softmax(x, dim=-1):
+        switch(None)
+        return vars(refs)["softmax"](x, dim)
+
+    with ForbiddenCalls({}) as guard:
+        unwatched_softmax(torch.randn(2, 3))
+    assert guard.seen == [WATCH_SWITCHED_OFF]
+    assert sys.getprofile() is None  # the hook that was there before the check, put back
 
 
 def test_methods_borrowed_from_a_forbidden_class_are_its_use():

@@ -11,8 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.cli import _kernel_environment
 from autograder.course import Course
+from autograder.layout import SOLUTIONS_DIR
+from autograder.options import GradingOptions
+from autograder.process import kernel_environment
 from autograder.runner import grade_all
 from autograder.submissions import discover
 from classroom import make_submission, reference_code
@@ -38,8 +40,9 @@ def test_a_killed_worker_costs_only_its_groups(tmp_path, monkeypatch):
 
     killer = threading.Thread(target=kill_a_worker)
     killer.start()
-    with _kernel_environment():
-        results = [result for graded in grade_all(groups, course, 2) for result, _ in graded]
+    with kernel_environment():
+        results = [result for graded in grade_all(groups, course, 2, GradingOptions(SOLUTIONS_DIR))
+                   for result, _ in graded]
     killer.join()
     assert sorted(r.student_id for r in results) == [f"student{i}" for i in range(6)]
     lost = [r for r in results if r.status == "error"]

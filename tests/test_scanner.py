@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from attention_checks.core import PRIVATE_IMPLEMENTATIONS
+from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF
 from autograder.scanner import TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
 
 # The display names the checks pass (the last component is what a student writes).
@@ -496,3 +496,9 @@ def test_private_pytorch_namespaces_are_forbidden_in_graded_code(how):
     # used in a scratch cell that compares with the student's own, they do not
     scratch = f"x, dim = torch.randn(3), 0\nimport importlib\nprint(softmax(x), {how})\n"
     assert found("softmax", PRIVATE, SETUP, STABLE, scratch) == []
+
+
+def test_switching_off_the_checks_watch_is_forbidden_in_graded_code():
+    graded = "import sys\ndef softmax(x, dim=-1):\n    sys.setprofile(None)\n    return x\n"
+    assert found("softmax", [WATCH_SWITCHED_OFF], SETUP, graded) == [WATCH_SWITCHED_OFF]
+    assert found("softmax", [WATCH_SWITCHED_OFF], SETUP, STABLE, "import sys\nsys.setprofile(None)\n") == []

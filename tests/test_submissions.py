@@ -19,6 +19,8 @@ import pytest
 
 from autograder.course import Course, nbgrader_id
 from autograder.feedback import HideHiddenTests
+from autograder.layout import SOLUTIONS_DIR
+from autograder.options import GradingOptions
 from autograder.report import ResultsWriter, grades_csv, read_cell, spreadsheet_cell
 from autograder.runner import _nbgrader_error, grade_all
 from autograder.results import NotebookResult
@@ -201,10 +203,10 @@ def test_a_failed_worker_records_the_max_score_as_every_failure_does(tmp_path, m
     """Workers that cannot start (here: no source notebooks) fail their groups with status
     error; the rows keep the notebook's max score, so the grade sheet still sums correctly."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # as the CLI does
-    course = Course(tmp_path / "course", sandbox=False)
+    course = Course(tmp_path / "course", GradingOptions(SOLUTIONS_DIR, sandbox=False))
     course.generate("03-qkv")
     groups = [[Submission(student, "03-qkv", "qkv", None)] for student in ("ann", "ben")]
-    rows = [result for graded in grade_all(groups, course, 2, source_dir=tmp_path / "nowhere", sandbox=False)
+    rows = [result for graded in grade_all(groups, course, 2, GradingOptions(tmp_path / "nowhere", sandbox=False))
             for result, _ in graded]
     assert sorted(r.student_id for r in rows) == ["ann", "ben"]
     assert {(r.status, r.max_score) for r in rows} == {("error", course.max_score("03-qkv", "qkv"))}

@@ -16,62 +16,47 @@ store its result and feedback page.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
-import sys
 import threading
 import uuid
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..course import REPO_ROOT, Course
+from ..course import Course
+from ..options import GradingOptions
+from ..process import die_with_parent, prepare_process
 from ..results import NotebookResult
 from ..runner import Graded, grade_group
-from ..sandbox import KERNEL_ENVIRONMENT
 from ..submissions import Submission as GraderSubmission
 from . import db as tables
 from .db import Database
 from .storage import Storage
 
 
-def prepare_course(work_dir: Path, options: dict) -> Course:
+def prepare_course(work_dir: Path, options: GradingOptions) -> Course:
     """The course every grading worker copies: generated once, when the service starts."""
     shutil.rmtree(work_dir, ignore_errors=True)  # what a killed service left
     work_dir.mkdir(parents=True)
-    course = Course(work_dir / "course", **options)
+    course = Course(work_dir / "course", options)
     course.generate_all()
     return course
-
-
-def kernel_environment() -> None:
-    """What grading kernels run without a sandbox need (the sandbox sets its own): the check
-    helpers importable, and the variables every grading kernel has."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    os.environ.update(KERNEL_ENVIRONMENT)
 
 
 # --------------------------------------------------------------------------
 # on this machine
 
 _worker_course: Course | None = None
-PR_SET_PDEATHSIG = 1
 
 
-def _start_worker(course_root: Path, options: dict, service_pid: int) -> None:
+def _start_worker(course_root: Path, options: GradingOptions, service_pid: int) -> None:
     global _worker_course
-    if sys.platform.startswith("linux"):  # killed with the service, never left holding a sandbox
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != service_pid:
-            os._exit(1)
-    warnings.filterwarnings("ignore", module="nbgrader")
-    kernel_environment()
-    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", copy_of=course_root, **options)
+    die_with_parent(service_pid)
+    prepare_process()  # the kernels' environment comes from the service (serve enters it first)
+    _worker_course = Course(course_root.parent / f"course-{os.getpid()}", options, copy_of=course_root)
     _warm_up(_worker_course)
 
 
@@ -93,7 +78,7 @@ def _grade_in_worker(submission: GraderSubmission) -> Graded:
 class LocalEngine:
     """``jobs`` worker processes, started once and kept (a new pool if one of them dies)."""
 
-    def __init__(self, course: Course, options: dict, jobs: int):
+    def __init__(self, course: Course, options: GradingOptions, jobs: int):
         self.course, self.options, self.slots = course, options, jobs
         self.lock = threading.Lock()
         self.pool = self._new_pool()
@@ -126,7 +111,7 @@ class DaskEngine:
     """The workers of a Dask scheduler; each builds the course once (a worker plugin) and then
     grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
 
-    def __init__(self, course: Course, options: dict, address: str | None, scheduler_file: Path | None):
+    def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None):
         from .. import cluster
 
         self.cluster = cluster

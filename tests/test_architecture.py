@@ -1,0 +1,32 @@
+"""The layout is the architecture: import-linter's contracts in pyproject.toml hold (the
+kernel's side never imports the grader; the grader's modules are layers without cycles)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def lint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_the_import_contracts_hold():
+    done = lint()
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 broken" in done.stdout, done.stdout[-3000:]
+
+
+def test_a_layer_that_imports_upwards_breaks_the_contract(tmp_path):
+    """The check can fail: a copy of the packages in which the results import the runner."""
+    for package in ("attention_checks", "autograder"):
+        subprocess.run(["cp", "-r", str(REPO / package), str(tmp_path)], check=True)
+    (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    results = tmp_path / "autograder" / "results.py"
+    results.write_text(results.read_text() + "\nfrom . import runner  # upwards\n")
+    done = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT_IMPORTS.parent)})
+    assert done.returncode != 0 and "autograder.results -> autograder.runner" in done.stdout, done.stdout[-3000:]
