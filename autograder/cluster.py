@@ -36,7 +36,7 @@ from typing import Iterator, Sequence
 from .course import Course, CourseError, nbgrader_id
 from .options import GradingOptions
 from .process import kernel_environment, prepare_process
-from .results import NotebookResult
+from .results import NotebookResult, Status
 from .runner import Graded, grade_group
 from .submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
@@ -235,8 +235,8 @@ def _outcome(future, group: Sequence[Submission], course: Course, client) -> Gra
                       "(Dask gives up after distributed.scheduler.allowed-failures); it was not graded")
         else:
             reason = f"grading worker failed: {type(err).__name__}: {err}"
-        return [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
-                                course.max_score(s.assignment, s.notebook), reason=reason), None) for s in group]
+        return [(NotebookResult.failed(s.student_id, s.assignment, s.notebook, Status.ERROR,
+                                       course.max_score(s.assignment, s.notebook), reason), None) for s in group]
 
 
 def _lost(client) -> str:

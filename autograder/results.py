@@ -13,14 +13,31 @@ reported as lost. Each written answer is a test entry with ``manual`` set and no
 """
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import get_args, get_type_hints
 
 import nbformat
 
-# The worst status of an assignment's notebooks is the assignment's status.
-STATUS_ORDER = ["ok", "timeout", "error", "invalid", "missing"]
+class Status(str, enum.Enum):
+    """What became of a notebook, from best to worst: the worst of an assignment's notebooks is
+    the assignment's status. A str: grades.csv, results.json and the LMS exports write its value."""
+
+    OK = "ok"  # graded (its tests may still fail)
+    TIMEOUT = "timeout"  # a cell or the notebook ran past its limit: graded up to there
+    ERROR = "error"  # the kernel died, or grading itself failed
+    INVALID = "invalid"  # a file that cannot be graded as this assignment's notebook
+    MISSING = "missing"  # no notebook
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+STATUS_ORDER = list(Status)
 MAX_MESSAGE_CHARS = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -62,9 +79,20 @@ class NotebookResult:
     # it to RESULTS/autograded/ and drops it, so it is never in results.json or kept in memory.
     autograded: str = field(default="", repr=False, compare=False)
 
+    def __post_init__(self):
+        self.status = Status(self.status)  # a Status, whether made here or read back from JSON
+
+    @classmethod
+    def failed(cls, student_id: str, assignment: str, notebook: str, status: Status, max_score: float,
+               reason: str) -> "NotebookResult":
+        """A notebook that earned nothing and says why: not graded (missing, invalid) or not
+        gradable (error), its max score kept so that a grade sheet still sums."""
+        return cls(student_id, assignment, notebook, status, 0.0, max_score, reason=reason)
+
     def to_json(self) -> dict:
         data = asdict(self)
         del data["autograded"]
+        data["status"] = self.status.value  # plain JSON, whichever encoder or database column takes it
         return data
 
     @classmethod
@@ -88,8 +116,8 @@ def _from_json(cls, data: dict):
     return cls(**values)
 
 
-def worst_status(statuses) -> str:
-    return max(statuses, key=STATUS_ORDER.index)
+def worst_status(statuses) -> Status:
+    return max(map(Status, statuses), key=STATUS_ORDER.index)
 
 
 def cell_message(cell) -> str:
@@ -136,13 +164,13 @@ NOTEBOOK_TIMEOUT = ("the notebook ran past its time limit (--notebook-timeout) a
                     "started, and the cells after it did not run")
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 EVENTS = {
-    "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", "timeout",
+    "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", Status.TIMEOUT,
                      "a cell ran past the time limit and was interrupted"),
-    "notebook_timeout": ("CellTimeoutError", NOTEBOOK_TIMEOUT, "timeout",
+    "notebook_timeout": ("CellTimeoutError", NOTEBOOK_TIMEOUT, Status.TIMEOUT,
                          "the notebook ran past its time limit; the cells after that did not run"),
-    "dead_kernel": ("DeadKernelError", DEAD_KERNEL, "error", DEAD_KERNEL),
+    "dead_kernel": ("DeadKernelError", DEAD_KERNEL, Status.ERROR, DEAD_KERNEL),
     # not an error: the notebook ran on, what it printed from here on is not kept
-    "output_cut": ("", "", "ok", "output cut: the notebook's cells printed more than the output kept per notebook "
+    "output_cut": ("", "", Status.OK, "output cut: the notebook's cells printed more than the output kept per notebook "
                    "(8 MiB); the rest was dropped, the tests still ran"),
 }
 OUTPUT_CUT = "[output cut: the notebook's outputs passed the size kept per notebook; nothing more is kept]"
@@ -160,11 +188,11 @@ def executor_error(event: str | None) -> list:
     return [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])] if ename else []
 
 
-def observed_status(autograded: nbformat.NotebookNode) -> tuple[str, str]:
-    """(status, reason) from what the executor observed: the worst event's, ("ok", "") if none."""
+def observed_status(autograded: nbformat.NotebookNode) -> tuple[Status, str]:
+    """(status, reason) from what the executor observed: the worst event's, (OK, "") if none."""
     events = [e for e in map(observed, autograded.cells) if e]
     if not events:
-        return "ok", ""
+        return Status.OK, ""
     worst = max(events, key=lambda e: STATUS_ORDER.index(EVENTS[e][2]))
     status, reason = EVENTS[worst][2:]
-    return status, reason + ("; the tests that ran still count" if status == "error" else "")
+    return status, reason + ("; the tests that ran still count" if status == Status.ERROR else "")

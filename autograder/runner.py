@@ -19,7 +19,7 @@ from .course import COURSE_ID, Course, nbgrader_id
 from .options import GradingOptions
 from .process import die_with_parent, prepare_process
 from .rebuild import identify
-from .results import NotebookResult, observed_status, test_results
+from .results import NotebookResult, Status, observed_status, test_results
 from .submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
@@ -32,14 +32,14 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
     results: dict[str, NotebookResult] = {}
     to_grade = []
     for sub in submissions:
-        def result(status, reason):
-            return NotebookResult(student_id, assignment, sub.notebook, status, 0.0,
-                                  course.max_score(assignment, sub.notebook), reason=reason)
+        def failed(status: Status, reason: str) -> NotebookResult:
+            return NotebookResult.failed(student_id, assignment, sub.notebook, status,
+                                         course.max_score(assignment, sub.notebook), reason)
         if sub.refused:
-            results[sub.notebook] = result("invalid", sub.refused)
+            results[sub.notebook] = failed(Status.INVALID, sub.refused)
             continue
         if sub.path is None:
-            results[sub.notebook] = result("missing", sub.note)
+            results[sub.notebook] = failed(Status.MISSING, sub.note)
             continue
         try:
             notebook = load_notebook(sub.path)
@@ -47,7 +47,7 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             _check_cell_count(notebook, course.release_cells(assignment, sub.notebook))
             _check_is_this_assignment(notebook, course.release_cells(assignment, sub.notebook))
         except (ValueError, OSError) as err:
-            results[sub.notebook] = result("invalid", str(err))
+            results[sub.notebook] = failed(Status.INVALID, str(err))
             continue
         # Only the notebook is copied: files beside it (say, a module that shadows
         # the check helpers) never reach the grading kernel.
@@ -62,9 +62,9 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             else:
                 reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")]))
                                          or "nbgrader failed")
-                results[sub.notebook] = NotebookResult(
-                    student_id, assignment, sub.notebook, "error", 0.0,
-                    course.max_score(assignment, sub.notebook), reason=f"autograde failed: {reason}")
+                results[sub.notebook] = NotebookResult.failed(
+                    student_id, assignment, sub.notebook, Status.ERROR, course.max_score(assignment, sub.notebook),
+                    f"autograde failed: {reason}")
         if outcome["success"]:
             course.api.generate_feedback(assignment, student_id, force=True)
     return [results[sub.notebook] for sub in submissions]
@@ -113,9 +113,9 @@ def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
     try:
         results = grade_assignment(course, list(group))
     except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
-        results = [NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
-                                  course.max_score(s.assignment, s.notebook),
-                                  reason=f"grading failed: {type(err).__name__}: {err}") for s in group]
+        results = [NotebookResult.failed(s.student_id, s.assignment, s.notebook, Status.ERROR,
+                                         course.max_score(s.assignment, s.notebook),
+                                         f"grading failed: {type(err).__name__}: {err}") for s in group]
     graded = []
     for result in results:
         page = feedback_file(course, result.student_id, result.assignment, result.notebook)
@@ -156,9 +156,9 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
                         yield future.result()
                     except Exception as err:  # noqa: BLE001 - whatever happened, only to this group
                         broken = broken or isinstance(err, BrokenProcessPool)
-                        yield [(NotebookResult(s.student_id, s.assignment, s.notebook, "error", 0.0,
-                                               course.max_score(s.assignment, s.notebook),
-                                               reason=f"grading worker failed: {type(err).__name__}"), None)
+                        yield [(NotebookResult.failed(s.student_id, s.assignment, s.notebook, Status.ERROR,
+                                                      course.max_score(s.assignment, s.notebook),
+                                                      f"grading worker failed: {type(err).__name__}"), None)
                                for s in group]
 
 

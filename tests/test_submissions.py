@@ -23,7 +23,7 @@ from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
 from autograder.report import ResultsWriter, grades_csv, read_cell, spreadsheet_cell
 from autograder.runner import _nbgrader_error, grade_all
-from autograder.results import NotebookResult
+from autograder.results import NotebookResult, Status
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
                                     drop_broken_grade_ids, find_root, load_notebook, member_name, unpack_zip)
 
@@ -136,6 +136,21 @@ def test_grades_csv_sums_notebooks_and_keeps_the_worst_status():
     assert lines[0] == "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late"
     assert lines[1] == "ann,a1,3.5,8,timeout,n2: slow,0,0,"
     assert lines[2] == "ben,a1,0,4,missing,n1.ipynb not found,0,0,yes"  # the LMS's flag, reported only
+
+
+def test_a_status_is_written_as_its_value_and_read_back_as_a_status():
+    """A Status is a str: "timeout" in grades.csv, results.json and any f-string, and a status read
+    back from JSON (the cache) is a Status again, equal to its value in sets and counts."""
+    failed = NotebookResult.failed("ann", "a1", "n1", Status.MISSING, 4.0, "n1.ipynb not found")
+    assert (failed.score, failed.max_score, failed.reason) == (0.0, 4.0, "n1.ipynb not found")
+    data = json.loads(json.dumps(failed.to_json()))
+    assert data["status"] == "missing" and f"{failed.status}|{failed.status:>8}" == "missing| missing"
+    back = NotebookResult.from_json(data)
+    assert back.status is Status.MISSING and back == failed
+    assert {Status.MISSING, Status.INVALID} - {"missing", "invalid"} == set()
+    assert NotebookResult("ann", "a1", "n1", "timeout", 1.0, 4.0).status is Status.TIMEOUT
+    with pytest.raises(ValueError):
+        NotebookResult("ann", "a1", "n1", "graded", 1.0, 4.0)  # not a status
 
 
 def _link(path, target):

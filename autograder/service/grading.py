@@ -29,7 +29,7 @@ from pathlib import Path
 from ..course import Course
 from ..options import GradingOptions
 from ..process import die_with_parent, prepare_process
-from ..results import NotebookResult
+from ..results import NotebookResult, Status
 from ..runner import Graded, grade_group
 from ..submissions import Submission as GraderSubmission
 from . import db as tables
@@ -189,9 +189,9 @@ class Grader:
         except Exception as err:  # noqa: BLE001 - a worker that died: this submission's status, not the service's
             if self.stopping:
                 raise SystemExit from err  # shutting down: it stays 'grading', and is queued again at the next start
-            result = NotebookResult(sub.person_id, sub.assignment, sub.notebook, "error", 0.0,
-                                    self.course.max_score(sub.assignment, sub.notebook),
-                                    reason=f"grading worker failed: {type(err).__name__}: {err}")
+            result = NotebookResult.failed(sub.person_id, sub.assignment, sub.notebook, Status.ERROR,
+                                           self.course.max_score(sub.assignment, sub.notebook),
+                                           f"grading worker failed: {type(err).__name__}: {err}")
             page = None
         return result, page
 
@@ -203,6 +203,6 @@ class Grader:
             if row.state != tables.GRADING:  # never twice: only the grading that claimed it stores
                 return
             row.state, row.graded = tables.DONE, tables.now()
-            row.status, row.score, row.max_score = result.status, result.score, result.max_score
+            row.status, row.score, row.max_score = result.status.value, result.score, result.max_score
             row.reason = result.reason
             row.result = result.to_json()
