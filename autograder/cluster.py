@@ -128,10 +128,9 @@ class _WithoutTracebacks(logging.Filter):
 _WITHOUT_TRACEBACKS = _WithoutTracebacks()  # one instance: a handler adds it once, however many runs
 
 
-def engine(address: str | None = None, scheduler_file: Path | None = None):
-    """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
-    or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
-    reached, or has no workers, stops the run before RESULTS is touched."""
+def connect(address: str | None = None, scheduler_file: Path | None = None) -> "distributed.Client":
+    """A client of the scheduler at ``address`` or the one ``scheduler_file`` names, once it has a
+    worker: a scheduler that cannot be reached, or has no workers, is a ConnectionError that says so."""
     where = address or f"the scheduler in {scheduler_file}"
     for handler in logging.getLogger("distributed").handlers:  # the handler Dask's logging config gives it
         handler.addFilter(_WITHOUT_TRACEBACKS)
@@ -149,6 +148,21 @@ def engine(address: str | None = None, scheduler_file: Path | None = None):
         client.close()
         raise ConnectionError(f"the Dask scheduler at {scheduler} has no workers after {CONNECT_TIMEOUT} s: "
                               f"start some with `dask worker {scheduler} --nthreads 1`") from err
+    return client
+
+
+def course_sources(course: Course, assignments: Sequence[str]) -> dict[str, bytes]:
+    """The source notebooks of ``assignments`` (and their files), as the workers receive them."""
+    return {str(path.relative_to(course.root / "source")): path.read_bytes()
+            for assignment in assignments for path in sorted((course.root / "source" / assignment).rglob("*"))
+            if path.is_file()}
+
+
+def engine(address: str | None = None, scheduler_file: Path | None = None):
+    """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
+    or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
+    reached, or has no workers, stops the run before RESULTS is touched."""
+    client = connect(address, scheduler_file)
 
     def grade(groups: Sequence[Sequence[Submission]], course: Course, options: GradingOptions) -> Iterator[Graded]:
         with client:
@@ -162,10 +176,7 @@ def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, cli
 
     ``course`` is the CLI's generated course: its source notebooks go to the workers (only
     the assignments in ``groups``), and it gives the max scores of notebooks that could not run."""
-    assignments = sorted({group[0].assignment for group in groups})
-    sources = {str(path.relative_to(course.root / "source")): path.read_bytes()
-               for assignment in assignments for path in sorted((course.root / "source" / assignment).rglob("*"))
-               if path.is_file()}
+    sources = course_sources(course, sorted({group[0].assignment for group in groups}))
     # One plugin per run: two runs on one cluster never share (or tear down) each other's courses.
     run = uuid.uuid4().hex[:12]
     plugin = CourseOnWorker(sources, options, name=f"autograder-course-{run}")

@@ -115,22 +115,11 @@ class DaskEngine:
         from .. import cluster
 
         self.cluster = cluster
-        self.client = self._connect(address, scheduler_file)
-        sources = {str(p.relative_to(course.root / "source")): p.read_bytes()
-                   for p in sorted((course.root / "source").rglob("*")) if p.is_file()}
-        self.plugin = cluster.CourseOnWorker(sources, options, name=f"autograder-service-{uuid.uuid4().hex[:12]}")
+        self.client = cluster.connect(address, scheduler_file)
+        self.plugin = cluster.CourseOnWorker(cluster.course_sources(course, course.assignments), options,
+                                             name=f"autograder-service-{uuid.uuid4().hex[:12]}")
         self.client.register_plugin(self.plugin, name=self.plugin.name)
         self.slots = max(1, sum(self.client.nthreads().values()))
-
-    def _connect(self, address: str | None, scheduler_file: Path | None):
-        import distributed
-
-        if scheduler_file is not None:
-            client = distributed.Client(scheduler_file=str(scheduler_file), timeout=self.cluster.CONNECT_TIMEOUT)
-        else:
-            client = distributed.Client(address, timeout=self.cluster.CONNECT_TIMEOUT)
-        client.wait_for_workers(1, timeout=self.cluster.CONNECT_TIMEOUT)
-        return client
 
     def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
         future = self.client.submit(self.cluster.grade_remotely, self.plugin.name,
