@@ -38,8 +38,9 @@ DTYPES = {
 # |got - expected| <= atol + rtol * |expected| (torch.allclose).
 # float32 must hold on a GPU that runs matmuls in TF32 (inputs rounded to a
 # 10-bit mantissa) or fused kernels: emulating TF32 on the 03-qkv cases gives
-# errors up to 2e-3 for scores of order 1 (tests/test_attention_checks.py runs
-# that emulation). float64 is tight, so that computing in float32 inside fails.
+# errors up to 2e-3 for scores of order 1 (tests/test_check_machinery.py and
+# tests/test_checks_self_attention.py run that emulation). float64 is tight, so
+# that computing in float32 inside fails.
 TOLERANCES = {
     torch.float16: dict(rtol=1e-2, atol=1e-2),
     torch.bfloat16: dict(rtol=3e-2, atol=3e-2),

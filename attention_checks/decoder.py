@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
-from .modules import build_student_module, load_student_module, marker as module_marker
+from .modules import build_student_module, hide_padding, load_student_module, marker as module_marker, watch_modules
 from .registry import Check, Inputs, Spec, declare
 
 Tensor = torch.Tensor
@@ -62,24 +62,7 @@ FORBIDDEN_DECODER = {
     **{marker: name for marker, name in _FORBIDDEN_MODULES.values()},
     **{cls: name for cls, (_, name) in _FORBIDDEN_MODULES.items()},  # their methods, borrowed by any class
 }
-
-
-def _report_forbidden(modules) -> None:
-    for module in modules:
-        for cls, (marker, _) in _FORBIDDEN_MODULES.items():
-            if isinstance(module, cls):
-                marker(torch.empty(0))
-
-
-def _watched(run):
-    """run() while reporting any forbidden module whose forward runs (e.g. built in forward)."""
-    seen: list[nn.Module] = []
-    handle = nn.modules.module.register_module_forward_pre_hook(lambda module, args: seen.append(module))
-    try:
-        return run()
-    finally:
-        handle.remove()
-        _report_forbidden(seen)
+_MODULE_MARKERS = {cls: marker for cls, (marker, _) in _FORBIDDEN_MODULES.items()}  # for watch_modules
 
 
 # --------------------------------------------------------------------------
@@ -145,25 +128,17 @@ def decoder_inputs(c: Spec, gen: torch.Generator, dtype: torch.dtype) -> tuple[d
     return dict(tgt=tgt, memory=memory), kwargs, f"({'; '.join(notes)})" if notes else ""
 
 
-def hide_padding(out: Any, pad: Tensor | None) -> Any:
-    """Outputs at padded target positions are not compared: zero them when the shape fits."""
-    if pad is None or not isinstance(out, Tensor) or out.dim() != 3 or tuple(out.shape[:2]) != tuple(pad.shape):
-        return out
-    return out.masked_fill(pad.to(out.device)[..., None], 0)
-
-
 def _module_call(names: str):
     """Build the student's class, load the case's weights, eval mode, call, hide padded rows."""
 
     def call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
-        def run():
-            module = build_student_module(cls, inputs.extra["init"], inputs.extra.get("options"))
-            _report_forbidden(module.modules() if isinstance(module, nn.Module) else [])
+        holder: list = []
+        with watch_modules(_MODULE_MARKERS, holder):
+            holder.append(build_student_module(cls, inputs.extra["init"], inputs.extra.get("options")))
             what = cls.__name__ if isinstance(cls, type) else "module"
-            module = load_student_module(module, inputs.extra["state"], what, names)
-            return module(*inputs.args.values(), **inputs.kwargs)
-
-        return hide_padding(_watched(run), inputs.kwargs.get("tgt_key_padding_mask"))
+            module = load_student_module(holder[0], inputs.extra["state"], what, names)
+            out = module(*inputs.args.values(), **inputs.kwargs)
+        return hide_padding(out, inputs.kwargs.get("tgt_key_padding_mask"))
 
     return call
 
@@ -443,19 +418,17 @@ def build_seq2seq(transformer: nn.Module, around: dict[str, Tensor], vocab: int,
 def _training_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
     c = training_spec(spec)
 
-    def run():
-        module = build_student_module(cls, inputs.extra["init"])
-        _report_forbidden(module.modules() if isinstance(module, nn.Module) else [])
+    holder: list = []
+    with watch_modules(_MODULE_MARKERS, holder):
+        holder.append(build_student_module(cls, inputs.extra["init"]))
         what = cls.__name__ if isinstance(cls, type) else "module"
-        module = load_student_module(module, inputs.extra["state"], what,
+        module = load_student_module(holder[0], inputs.extra["state"], what,
                                      "encoder (layers, norm) and decoder (layers, norm)")
         model = build_seq2seq(module, inputs.extra["around"], c["vocab"], c["E"])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             losses = train_losses(model, inputs.args["src"], inputs.args["tgt"], 1, c["steps"], c["lr"])
-        return losses.to(torch.float32)
-
-    return _watched(run)
+    return losses.to(torch.float32)
 
 
 def _training_describe(inputs: Inputs, spec: Spec) -> str:

@@ -32,7 +32,7 @@ from .judge import JudgeTests
 from .layout import SOLUTIONS_DIR
 from .options import GradingOptions
 from .rebuild import RebuildFromSource
-from .results import is_written_answer
+from .cells import grade_id_of, is_written_answer, nbgrader_metadata
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 COURSE_ID = "attention-from-scratch"
@@ -202,8 +202,7 @@ class Course:
     def release_cells(self, assignment: str, notebook: str) -> dict:
         """grade_id -> cell of a release notebook (after ``generate``; read once)."""
         release = nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
-        return {c.metadata["nbgrader"]["grade_id"]: c for c in release.cells
-                if "grade_id" in c.metadata.get("nbgrader", {})}
+        return {grade_id_of(c): c for c in release.cells if grade_id_of(c)}
 
     def max_score(self, assignment: str, notebook: str) -> float:
         """The autograded points of a notebook (its written answers are graded by hand)."""
@@ -212,7 +211,7 @@ class Course:
 
     def written_points(self, assignment: str, notebook: str) -> float:
         """The points of a notebook's written answers (nbgrader's manually graded answers)."""
-        return float(sum(c.metadata["nbgrader"]["points"] for c in self.release_cells(assignment, notebook).values()
+        return float(sum(nbgrader_metadata(c)["points"] for c in self.release_cells(assignment, notebook).values()
                          if is_written_answer(c)))
 
     def clear(self, student_id: str, assignment: str) -> None:

@@ -44,7 +44,7 @@ from nbgrader.utils import determine_grade
 from traitlets import Unicode
 
 from .exporters import ValidatedAfterKernel
-from .results import is_written_answer
+from .cells import grade_id_of, is_course_cell, is_written_answer, nbgrader_metadata
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
 # nbgrader's feedback template: the notebook's score in the page's heading ...
@@ -83,7 +83,7 @@ def mark_hand_graded(page: str, nb) -> str:
     """The written answers of a feedback page that await a person as "graded by hand later", not
     as 0 points: in the table of contents, in each answer's heading, and in the notebook's score.
     Which ones: nbgrader's own rule (``determine_grade``: no automatic score)."""
-    written = [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
+    written = [(grade_id_of(c), float(nbgrader_metadata(c).get("points", 0)))
                for c in nb.cells if is_written_answer(c) and determine_grade(c)[0] is None]
     for grade_id, points in written:
         note = f"graded by hand later ({_points(points)})"
@@ -96,13 +96,6 @@ def mark_hand_graded(page: str, nb) -> str:
         page = PAGE_SCORE.sub(lambda m: f"(Score: {float(m['score']):g} / {float(m['max']):g}; "
                                         f"{_points(manual)} of written answers: graded by hand later)", page, count=1)
     return page
-
-
-def is_course_cell(cell) -> bool:
-    """A cell the course wrote: rebuilt from the source notebook with its nbgrader metadata
-    (RebuildFromSource gives the cells a student adds no nbgrader metadata)."""
-    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
-    return isinstance(nbgrader, dict) and bool(nbgrader.get("locked")) and not nbgrader.get("solution")
 
 
 def _image_sizes(metadata: dict) -> dict:

@@ -29,23 +29,11 @@ from attention_checks.answers.judging import judge_records
 from attention_checks.core import CheckFailed, PartialCredit
 from attention_checks.record import MIME
 
+from .cells import is_student_cell, is_test_cell
 from .feedback import HideHiddenTests
 from .results import executor_error, observed
 from .scanner import SourceScanner, StudentObject
 
-
-
-def _nbgrader(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {})
-
-
-def is_test_cell(cell) -> bool:
-    return cell.cell_type == "code" and _nbgrader(cell).get("grade") and not _nbgrader(cell).get("solution")
-
-
-def is_student_cell(cell) -> bool:
-    """A cell whose code the student wrote: a solution cell, or one they added."""
-    return cell.cell_type == "code" and (_nbgrader(cell).get("solution") or not _nbgrader(cell).get("locked"))
 
 
 class _CellNamespace(dict):

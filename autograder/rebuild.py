@@ -8,6 +8,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
+from .cells import grade_id_of, nbgrader_metadata
+
 
 class RebuildFromSource(NbGraderPreprocessor):
     """Rebuild a submission on the source notebook, keeping only the student's answers.
@@ -31,8 +33,8 @@ class RebuildFromSource(NbGraderPreprocessor):
         return self.rebuild(nb, source, release), resources
 
     def rebuild(self, submitted, source, release):
-        release_cells = {_grade_id(c): c for c in release.cells if _grade_id(c)}
-        known = {_grade_id(c) for c in source.cells if _grade_id(c)}
+        release_cells = {grade_id_of(c): c for c in release.cells if grade_id_of(c)}
+        known = {grade_id_of(c) for c in source.cells if grade_id_of(c)}
         answers, extra, anchor = {}, {}, None
         for cell in submitted.cells:
             grade_id = identify(cell, known, release_cells)
@@ -45,8 +47,8 @@ class RebuildFromSource(NbGraderPreprocessor):
                     f"# A copy of the course's cell {copied!r}: the original runs in its place, the copy does not."))
         cells = list(extra.get(None, []))
         for cell in source.cells:
-            grade_id = _grade_id(cell)
-            if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            grade_id = grade_id_of(cell)
+            if nbgrader_metadata(cell).get("solution"):
                 student = answers.get(grade_id, release_cells.get(grade_id, cell))
                 cell = _with_source(cell, student.source)
             else:
@@ -62,8 +64,8 @@ def identify(cell, known: set, release_cells: dict):
     """The grade_id of a submitted cell: its metadata's, or, for a cell whose metadata was
     lost (an editor that drops it, a copy into a new notebook), the solution cell whose
     functions and classes it defines."""
-    if _grade_id(cell) in known:
-        return _grade_id(cell)
+    if grade_id_of(cell) in known:
+        return grade_id_of(cell)
     source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
     for grade_id, released in release_cells.items():
         if source.strip() and source.strip() == released.source.strip():
@@ -71,7 +73,7 @@ def identify(cell, known: set, release_cells: dict):
     defined = _defined_names(cell)
     for grade_id, stub in release_cells.items():
         wanted = _defined_names(stub)
-        if wanted and stub.get("metadata", {}).get("nbgrader", {}).get("solution") and wanted <= defined:
+        if wanted and nbgrader_metadata(stub).get("solution") and wanted <= defined:
             return grade_id
     return None
 
@@ -83,7 +85,7 @@ def copy_of(cell, release_cells: dict):
     source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
     for grade_id, released in release_cells.items():
         if (cell.cell_type == released.cell_type == "code" and source.strip() == released.source.strip()
-                and not released.get("metadata", {}).get("nbgrader", {}).get("solution")):
+                and not nbgrader_metadata(released).get("solution")):
             return grade_id
     return None
 
@@ -93,11 +95,6 @@ def _defined_names(cell) -> set:
         return set()
     source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
     return set(re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.M))
-
-
-def _grade_id(cell):
-    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
-    return nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
 
 
 def _with_source(cell, source):

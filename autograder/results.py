@@ -20,6 +20,8 @@ from typing import get_args, get_type_hints
 
 import nbformat
 
+from .cells import grade_id_of, is_written_answer
+
 class Status(str, enum.Enum):
     """What became of a notebook, from best to worst: the worst of an assignment's notebooks is
     the assignment's status. A str: grades.csv, results.json and the LMS exports write its value."""
@@ -53,13 +55,6 @@ class TestResult:
 
 
 HAND_GRADED = "graded by hand later"
-
-
-def is_written_answer(cell) -> bool:
-    """nbgrader's manually graded answer: a solution cell that is also a grade cell (the
-    course's written questions are markdown cells), which a person grades in formgrader."""
-    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
-    return isinstance(nbgrader, dict) and bool(nbgrader.get("grade")) and bool(nbgrader.get("solution"))
 
 
 @dataclass
@@ -141,7 +136,7 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
     """
     results = []
     for cell in autograded.cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        grade_id = grade_id_of(cell)
         if grade_id not in scores:
             continue
         points, max_points = scores[grade_id]

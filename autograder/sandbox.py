@@ -40,6 +40,7 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
+from .cells import is_test_cell
 from .feedback import HideHiddenTests
 from .forkserver import remove
 from .results import OBSERVED, OUTPUT_CUT, executor_error
@@ -467,11 +468,6 @@ class ReadOnlyOutputWidget(OutputWidget):
         pass
 
 
-def _is_test(cell) -> bool:
-    nbgrader = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.cell_type == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
-
-
 class SandboxedExecute(Execute):
     """nbgrader's Execute with a whole-notebook time limit, a cap on output size, a kernel
     that dies (exit, crash, out of memory) ending the run instead of the grading, and no
@@ -518,7 +514,7 @@ class SandboxedExecute(Execute):
         if time.monotonic() >= self._deadline:
             self._stopped = True
             return self._observe(cell, "notebook_timeout"), resources
-        test = _is_test(cell)
+        test = is_test_cell(cell)
         self._after_hidden = self._after_hidden or (test and HideHiddenTests.begin.default_value in cell.source)
         self._interrupted = False
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
@@ -548,10 +544,10 @@ class SandboxedExecute(Execute):
         if not self._after_hidden or msg["msg_type"] in ("status", "execute_input"):
             return super().process_message(msg, cell, cell_index)
         content = msg["content"]
-        if _is_test(cell) and msg["msg_type"] == "display_data" and MIME in content.get("data", {}):
+        if is_test_cell(cell) and msg["msg_type"] == "display_data" and MIME in content.get("data", {}):
             # A record, without a display id: it cannot update any earlier output.
             return super().process_message({**msg, "content": {**content, "transient": {}}}, cell, cell_index)
-        if not _is_test(cell) and not any(o.get("text") == AFTER_HIDDEN_TESTS for o in cell.outputs):
+        if not is_test_cell(cell) and not any(o.get("text") == AFTER_HIDDEN_TESTS for o in cell.outputs):
             cell.outputs.append(new_output("stream", name="stdout", text=AFTER_HIDDEN_TESTS))
         return None
 

@@ -30,6 +30,7 @@ from copydetect import CodeFingerprint, compare_files
 from copydetect.defaults import GUARANTEE_THRESHOLD, NOISE_THRESHOLD
 from copydetect.utils import highlight_overlap
 
+from .cells import nbgrader_metadata
 from .course import find_assignments
 from .layout import EXERCISES_DIR
 from .submissions import SubmissionsError, find_root, load_notebook, unpack_zip
@@ -57,8 +58,8 @@ def own_code(notebook: nbformat.NotebookNode) -> str:
     test cells, locked cells and IPython's magics and shell lines (not Python to tokenise)."""
     cells = []
     for cell in notebook.cells:
-        nbgrader = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or not isinstance(nbgrader, dict):
+        nbgrader = nbgrader_metadata(cell)
+        if cell.cell_type != "code":
             continue
         if nbgrader.get("solution") or not nbgrader.get("grade_id"):
             lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))]

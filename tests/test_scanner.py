@@ -443,7 +443,7 @@ def test_pasted_setup_and_test_cells_are_recognised_as_copies(tmp_path):
     twice, and the student's cells that remain do not tamper with the checks."""
     import nbformat
 
-    from autograder.judge import is_student_cell
+    from autograder.cells import is_student_cell
     from autograder.rebuild import RebuildFromSource
     from classroom import REPO, make_submission, notebook_name
 

@@ -27,6 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.templating import Jinja2Templates
 
 from .. import lms
+from ..cells import grade_id_of
 from ..report import grades_csv
 from ..results import NotebookResult
 from ..submissions import load_notebook
@@ -187,8 +188,7 @@ class Service:
                 raise HTTPException(400, f"unknown assignment {assignment!r}; known: {', '.join(self.notebooks)}")
             if len(self.notebooks[assignment]) == 1:
                 return assignment, self.notebooks[assignment][0]
-        votes = Counter(self.owner_of_cell.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"))
-                        for cell in notebook.cells)
+        votes = Counter(self.owner_of_cell.get(grade_id_of(cell)) for cell in notebook.cells)
         votes.pop(None, None)
         candidates = [owner for owner, _ in votes.most_common() if not assignment or owner[0] == assignment]
         if not candidates:

@@ -1,0 +1,41 @@
+"""What a cell of a course notebook is, read from its nbgrader metadata: the one place that reads
+it. nbgrader's own predicates (nbgrader.utils) assume metadata that nbgrader validated; a
+submission's may be anything, so here a cell whose metadata is not a dict is a cell without any
+(one the student added)."""
+from __future__ import annotations
+
+
+def nbgrader_metadata(cell) -> dict:
+    meta = cell.get("metadata", {})
+    nbgrader = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
+    return nbgrader if isinstance(nbgrader, dict) else {}
+
+
+def grade_id_of(cell) -> str | None:
+    return nbgrader_metadata(cell).get("grade_id")
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test: a code cell with points that the student does not write."""
+    nbgrader = nbgrader_metadata(cell)
+    return cell.get("cell_type") == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
+
+
+def is_student_cell(cell) -> bool:
+    """A cell whose code the student wrote: a solution cell, or one they added."""
+    nbgrader = nbgrader_metadata(cell)
+    return cell.get("cell_type") == "code" and bool(nbgrader.get("solution") or not nbgrader.get("locked"))
+
+
+def is_written_answer(cell) -> bool:
+    """nbgrader's manually graded answer: a solution cell that is also a grade cell (the
+    course's written questions are markdown cells), which a person grades in formgrader."""
+    nbgrader = nbgrader_metadata(cell)
+    return bool(nbgrader.get("grade")) and bool(nbgrader.get("solution"))
+
+
+def is_course_cell(cell) -> bool:
+    """A cell the course wrote: rebuilt from the source notebook with its nbgrader metadata
+    (RebuildFromSource gives the cells a student adds no nbgrader metadata)."""
+    nbgrader = nbgrader_metadata(cell)
+    return bool(nbgrader.get("locked")) and not nbgrader.get("solution")
