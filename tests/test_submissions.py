@@ -265,6 +265,12 @@ def test_the_package_map_lists_every_module():
     assert listed == modules, f"autograder/__init__.py: add {modules - listed}, remove {listed - modules}"
 
 
+def test_collect_offers_the_naming_of_every_lms_it_knows():
+    """The command line names the LMSs without importing lms (which loads nbformat): the same list."""
+    from autograder import cli, lms
+    assert set(cli.LMS_NAMING) == set(lms.PATTERNS)
+
+
 def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp_path):
     name = b"ann\xff".decode("utf-8", "surrogateescape")  # as os.listdir gives it
     writer = ResultsWriter(tmp_path / "out")
