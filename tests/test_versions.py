@@ -1,5 +1,6 @@
 """The versions the grader was written for: the private jupyter_client, nbconvert and
-nbclient methods it overrides or calls must be there, taking what it passes.
+nbclient methods it overrides or calls must be there, taking what it passes, and so must the
+private parts of PyTorch the checks read.
 
 A renamed private method would not fail loudly: the override would simply never run (no
 sandbox, no time limit, no sanitised feedback). So the installed versions must be in the
@@ -28,7 +29,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements.txt"
-PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "bleach"]
+PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "bleach", "torch"]
 
 # (class, method, the parameters the grader passes or receives, in order, whether it is async)
 OVERRIDDEN = [
@@ -98,6 +99,24 @@ def test_the_attributes_the_grader_reads_are_there():
     assert "timeout_func" in client.trait_names()  # sandbox.py: the notebook's deadline
     from nbconvert.filters.markdown_mistune import InvalidNotebook  # feedback.py: a lost attachment
     assert issubclass(InvalidNotebook, Exception)
+
+
+def test_the_private_parts_of_pytorch_the_checks_read_are_there():
+    """What the checks read of PyTorch's internals with a default: renamed, they would watch
+    nothing and say nothing (a forbidden operator seen by its name, the private implementations'
+    folders, the meta run's hooks)."""
+    import torch
+    from torch.utils import _pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from attention_checks.core import _PRIVATE_DIRS
+
+    op = torch.ops.aten._softmax.default
+    assert op._overloadpacket._qualified_op_name == "aten::_softmax"  # core.ForbiddenCalls: ops by name
+    assert all(os.path.isdir(folder) for folder in _PRIVATE_DIRS), _PRIVATE_DIRS  # the private implementations
+    assert callable(_pytree.tree_leaves) and isinstance(TorchDispatchMode, type)  # probe.py's meta run
+    for name in ("_local_scalar_dense", "equal", "copy_", "_to_copy", "index", "lift_fresh"):
+        assert hasattr(torch.ops.aten, name), name
 
 
 def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
