@@ -33,10 +33,18 @@ def test_a_killed_worker_costs_only_its_groups(tmp_path, monkeypatch):
     course.generate_all()
     groups = [[s] for s in discover(tmp_path / "class", course.assignments, {ASSIGNMENT: course.notebooks(ASSIGNMENT)})]
 
-    def kill_a_worker():  # once the first notebooks are running
-        time.sleep(12)
-        workers = [p for p in psutil.Process(os.getpid()).children() if "spawn_main" in " ".join(p.cmdline())]
-        os.kill(workers[0].pid, signal.SIGKILL)
+    def kill_a_worker():  # once a worker grades: its sandbox (a child process) is up
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            try:
+                workers = [p for p in psutil.Process(os.getpid()).children() if "spawn_main" in " ".join(p.cmdline())]
+                grading = [w for w in workers if w.children()]
+            except psutil.NoSuchProcess:  # a process that ended while we looked
+                grading = []
+            if grading:
+                os.kill(grading[0].pid, signal.SIGKILL)
+                return
+            time.sleep(0.2)
 
     killer = threading.Thread(target=kill_a_worker)
     killer.start()
