@@ -45,7 +45,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
-class TestResult:
+class CellResult:
+    """What one graded cell earned: a test cell, or a written answer (graded by hand)."""
+
     grade_id: str
     points: float | None  # None: a written answer to be graded by hand
     max_points: float
@@ -65,7 +67,7 @@ class NotebookResult:
     status: str
     score: float
     max_score: float
-    tests: list[TestResult] = field(default_factory=list)
+    tests: list[CellResult] = field(default_factory=list)
     reason: str = ""
     written_points: float = 0.0  # the written answers' points: graded by hand, not in max_score
     to_grade_by_hand: float = 0.0  # of those, the points that await a person (answers not graded yet)
@@ -105,7 +107,7 @@ def _from_json(cls, data: dict):
     hints = get_type_hints(cls)
     values = {}
     for name, value in data.items():
-        args = get_args(hints[name])  # list[TestResult] -> (TestResult,)
+        args = get_args(hints[name])  # list[CellResult] -> (CellResult,)
         item = args[0] if len(args) == 1 else None
         values[name] = [_from_json(item, v) for v in value] if is_dataclass(item) else value
     return cls(**values)
@@ -128,8 +130,8 @@ def cell_message(cell) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " …(cut)"
 
 
-def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float | None, float]]) -> list[TestResult]:
-    """One TestResult per graded cell, in notebook order.
+def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float | None, float]]) -> list[CellResult]:
+    """One CellResult per graded cell, in notebook order.
 
     ``scores`` maps grade_id to (points, max_points) as recorded in the gradebook; points
     are None for a cell nbgrader leaves to a person (no automatic score: a written answer).
@@ -142,10 +144,10 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
         points, max_points = scores[grade_id]
         if is_written_answer(cell):
             said = HAND_GRADED if points is None else f"not answered ({points:g} points)"
-            results.append(TestResult(grade_id, points, max_points, None,
+            results.append(CellResult(grade_id, points, max_points, None,
                                       f"written answer ({max_points:g} points): {said}", manual=True))
         else:
-            results.append(TestResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
+            results.append(CellResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
     return results
 
 

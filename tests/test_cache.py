@@ -28,7 +28,7 @@ import pytest
 from autograder import cache
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, _from_json
-from autograder.results import TestResult as CaseResult  # (a Test* name would be collected)
+from autograder.results import CellResult
 from classroom import REPO, Results, load_corpus, make_submission, notebook_name, tree_digest
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -218,7 +218,7 @@ def test_what_invalidates_the_cache(graded, tmp_path, change, edit, options, reg
 
 def result(status: str, student: str = "ann", notebook: str = "nb") -> NotebookResult:
     return NotebookResult(student, "01-x", notebook, status, 1.5, 3.0,
-                          [CaseResult("t1", 1.5, 2.0, False, "expected x\ngot y"), CaseResult("t2", 0, 1, False, "")],
+                          [CellResult("t1", 1.5, 2.0, False, "expected x\ngot y"), CellResult("t2", 0, 1, False, "")],
                           "a reason")
 
 
