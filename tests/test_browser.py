@@ -415,16 +415,6 @@ def check_toggles(page: Page, name: str) -> int:
     return count
 
 
-@pytest.mark.skipif(SLIDER_PAGE not in PAGES, reason=f"{SLIDER_PAGE} is not in _toc.yml yet")
-def test_softmax_scaling_sliders_move_their_plots(chromium, site_url):
-    with opened(chromium, site_url + SLIDER_PAGE + ".html") as page:
-        check_sliders(page, SLIDER_PAGE)
-
-
-def test_at_least_six_interactives():
-    assert sum(len(ids) for ids in INTERACTIVES.values()) >= 6
-
-
 @pytest.mark.parametrize("page_name", [p for p in INTERACTIVES if p in PAGES])
 def test_interactives_move_their_plots(chromium, site_url, page_name):
     """Every interactive figure of the chapter is there, and each slider and checkbox redraws its plot."""
