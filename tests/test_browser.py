@@ -50,7 +50,6 @@ def _toc_files(entries: list) -> list[str]:
 PAGES = [TOC["root"]] + _toc_files(TOC.get("parts", []) + TOC.get("chapters", []))
 CHAPTERS = [p for p in PAGES if re.fullmatch(r"book/\d\d-[^/]+", p)]
 EXERCISES = [p for p in PAGES if p.startswith("exercises/")]
-SLIDER_PAGE = "book/02-softmax-scaling"
 # The kernel-free interactive figures (book/plots.py: bar_slider, explorer) each chapter must have.
 INTERACTIVES = {
     "book/01-self-attention": ["temperature"],
