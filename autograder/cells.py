@@ -1,5 +1,6 @@
-"""What a cell of a course notebook is, read from its nbgrader metadata: the one place that reads
-it. nbgrader's own predicates (nbgrader.utils) assume metadata that nbgrader validated; a
+"""What a cell of a course notebook is, read from its nbgrader metadata: the grader reads it only
+here (submissions.drop_broken_grade_ids alone looks at it first, to drop what it cannot use).
+nbgrader's own predicates (nbgrader.utils) assume metadata that nbgrader validated; a
 submission's may be anything, so here a cell whose metadata is not a dict is a cell without any
 (one the student added)."""
 from __future__ import annotations

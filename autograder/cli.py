@@ -116,10 +116,10 @@ def _grading_arguments(parser: argparse.ArgumentParser, jobs_help: str) -> None:
 
 
 def grading_options(args: argparse.Namespace) -> GradingOptions:
-    """The one place the arguments become options (``serve`` always keeps its kernels warm)."""
+    """The one place the arguments become options."""
     return GradingOptions(source_dir=args.source, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, memory_limit=args.memory * 1024**2,
-                          sandbox=args.sandbox, warm_kernels=getattr(args, "warm_kernels", True))
+                          sandbox=args.sandbox, warm_kernels=args.warm_kernels)
 
 
 def _release(args) -> int:
@@ -481,7 +481,7 @@ def _service_commands(commands) -> None:
                        help="requests a token may make in a minute (default: %(default)s)")
     serve.add_argument("--secure-cookies", action="store_true",
                        help="send the login cookie over HTTPS only (set it behind an HTTPS reverse proxy)")
-    serve.set_defaults(run=_serve)
+    serve.set_defaults(run=_serve, warm_kernels=True)  # the service keeps its kernels warm
 
     tokens = commands.add_parser(
         "tokens", help="issue students' tokens for the submission service",

@@ -25,14 +25,13 @@ from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execu
 from sqlalchemy import create_engine, text
 from traitlets.config import Config
 
+from .cells import grade_id_of, is_written_answer, nbgrader_metadata
 from .exporters import AutogradeExporter
-from .feedback import FeedbackExporter
-from .feedback import HideHiddenTests
+from .feedback import FeedbackExporter, HideHiddenTests
 from .judge import JudgeTests
 from .layout import SOLUTIONS_DIR
 from .options import GradingOptions
 from .rebuild import RebuildFromSource
-from .cells import grade_id_of, is_written_answer, nbgrader_metadata
 from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 COURSE_ID = "attention-from-scratch"

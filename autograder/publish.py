@@ -61,6 +61,7 @@ import nbformat
 import yaml
 
 from . import release
+from .cells import nbgrader_metadata
 from .layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")
@@ -127,7 +128,7 @@ def secret_lines(source_dir: Path = SOLUTIONS_DIR, released_dir: Path = EXERCISE
     secrets: dict[str, str] = {}
     for path in sorted(Path(source_dir).glob("*/*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
-            meta = cell.metadata.get("nbgrader", {})
+            meta = nbgrader_metadata(cell)
             if meta.get("solution"):
                 region = cell
             elif cell.cell_type == "code" and HIDDEN.search(cell.source):

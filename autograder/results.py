@@ -22,6 +22,7 @@ import nbformat
 
 from .cells import grade_id_of, is_written_answer
 
+
 class Status(str, enum.Enum):
     """What became of a notebook, from best to worst: the worst of an assignment's notebooks is
     the assignment's status. A str: grades.csv, results.json and the LMS exports write its value."""
@@ -64,7 +65,7 @@ class NotebookResult:
     student_id: str
     assignment: str
     notebook: str
-    status: str
+    status: Status  # a str from JSON or the CSV becomes a Status (__post_init__)
     score: float
     max_score: float
     tests: list[CellResult] = field(default_factory=list)

@@ -91,7 +91,7 @@ def _check_is_this_assignment(notebook, release_cells: dict) -> None:
     (every notebook has a setup cell), not an empty answer."""
     # code cells only: every notebook's written answer is released as the same "YOUR ANSWER HERE"
     own = {grade_id for grade_id, cell in release_cells.items() if cell.cell_type == "code"
-           and (nbgrader_metadata(cell).get("solution") or nbgrader_metadata(cell).get("grade"))}
+           and any(nbgrader_metadata(cell).get(role) for role in ("solution", "grade"))}
     if not any(identify(cell, set(release_cells), release_cells) in own for cell in notebook.cells):
         raise ValueError("none of this assignment's cells are in the notebook: is it the notebook of "
                          "another assignment, or a new notebook?")
