@@ -25,6 +25,7 @@ this map lists every module). From the top:
                     which cleans what the student controls in it
 - ``scanner``       reading the student's source for forbidden calls and tampering, outside the kernel
 - ``forkserver``    the warm Python inside a sandbox that forks each kernel
+- ``cgroups``       one memory limit for all of a sandbox's processes: a memory control group
 - ``rebuild``       ``RebuildFromSource``: the notebook that runs is the source notebook with the
                     student's answers (and cells they added) put in
 - ``exporters``     nbconvert exporters that validate only after the kernel ran

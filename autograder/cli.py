@@ -104,7 +104,8 @@ def _grading_arguments(parser: argparse.ArgumentParser, jobs_help: str) -> None:
     parser.add_argument("--notebook-timeout", type=int, default=300, metavar="SECONDS",
                         help="wall-clock limit for a whole notebook (default: %(default)s)")
     parser.add_argument("--memory", type=int, default=4096, metavar="MiB",
-                        help="memory (address space) limit of a grading kernel; 0: none (default: %(default)s)")
+                        help="memory limit of a grading kernel: address space of each process, and all of its processes "
+                             "together where the grader may make a memory cgroup; 0: none (default: %(default)s)")
     parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                         help="run kernels without bubblewrap isolation (trusted submissions only)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N", help=jobs_help)

@@ -161,12 +161,18 @@ OBSERVED = "autograder_observed"
 NOTEBOOK_TIMEOUT = ("the notebook ran past its time limit (--notebook-timeout) at this cell: it was stopped or never "
                     "started, and the cells after it did not run")
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
+OUT_OF_MEMORY = ("the kernel was stopped while running this cell: the notebook's processes together held more than the "
+                 "memory limit (--memory); later cells did not run")
 EVENTS = {
     "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", Status.TIMEOUT,
                      "a cell ran past the time limit and was interrupted"),
     "notebook_timeout": ("CellTimeoutError", NOTEBOOK_TIMEOUT, Status.TIMEOUT,
                          "the notebook ran past its time limit; the cells after that did not run"),
     "dead_kernel": ("DeadKernelError", DEAD_KERNEL, Status.ERROR, DEAD_KERNEL),
+    "out_of_memory": ("DeadKernelError", OUT_OF_MEMORY, Status.ERROR, OUT_OF_MEMORY),
+    # not an error: the kernel ran on without the process the OOM killer stopped
+    "process_out_of_memory": ("", "", Status.OK, "out of memory: the notebook's processes together held more than "
+                              "the memory limit (--memory), so one of them was stopped; the kernel ran on"),
     # not an error: the notebook ran on, what it printed from here on is not kept
     "output_cut": ("", "", Status.OK, "output cut: the notebook's cells printed more than the output kept per notebook "
                    "(8 MiB); the rest was dropped, the tests still ran"),

@@ -41,6 +41,7 @@ from traitlets import Bool, Integer, Type, Unicode
 from attention_checks.record import MIME, RECORD_VARIABLE
 
 from .cells import is_test_cell
+from .cgroups import MemoryGroup
 from .feedback import HideHiddenTests
 from .forkserver import remove
 from .results import OBSERVED, OUTPUT_CUT, executor_error
@@ -98,6 +99,30 @@ def give_to(path: Path, uid: int | None) -> None:
     for folder, dirs, files in os.walk(path):
         for name in dirs + files:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+
+
+def make_scratch(prefix: str, parent: Path | None = None) -> Path:
+    """A new folder a sandbox may write to, in ``parent`` (default: the system's temp folder).
+
+    A grader run as root makes it a RAM disk of TMPFS_BYTES, so that a kernel cannot fill the
+    machine's disk through it (a write past the size fails, as on a full disk; its pages count
+    against the sandbox's memory group too), and so that it goes at once with everything in it,
+    whatever modes a kernel gave its folders. Elsewhere it is a plain folder, each file
+    limited in size (--fsize) but not the folder."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    if _real_root():
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
+                        str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return folder
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a folder from ``make_scratch`` and all it holds."""
+    if os.path.ismount(folder):
+        # lazily: the last processes of a stopped sandbox may still hold it for a moment
+        subprocess.run(["umount", "--lazy", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    remove(str(folder))  # whatever modes a kernel gave the folders in it
 
 
 def _system_view() -> list[str]:
@@ -197,16 +222,20 @@ class ForkServer:
     def __init__(self, limits: dict):
         self.limits = limits
         self.process: subprocess.Popen | None = None
+        self.memory_group: MemoryGroup | None = None
         self.dirty = False
 
     def _start(self) -> None:
         # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
         # whose paths must stay under 108 bytes.
-        self.scratch = Path(tempfile.mkdtemp(prefix="autograder-sandbox-"))
+        self.scratch = make_scratch("autograder-sandbox-")
         self.uid = sandbox_uid()
         give_to(self.scratch, self.uid)
+        self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
         command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
                                   chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
+        if self.memory_group:
+            command = self.memory_group.wrap(command)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL)
         self._buffer, self.dirty = b"", False
@@ -275,7 +304,9 @@ class ForkServer:
                 except OSError:  # unflushed request to a dead server
                     pass
             self.process = None
-            remove(str(self.scratch))  # whatever modes a kernel gave the folders in it
+            remove_scratch(self.scratch)
+            if self.memory_group:
+                self.memory_group.remove()
 
 
 class ForkedKernel:
@@ -404,7 +435,11 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
                 self.log.warning("%s: this kernel starts cold", err)
                 self._server = None
         self._uid = self._server.uid if self._server else sandbox_uid()
-        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root))
+        # a forked kernel's folder is in its server's scratch; a cold kernel's is a scratch of its own
+        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root)) if self._server else make_scratch(
+            "kernel-", root)
+        self._cold_memory_group = None
+        self._oom_kills_before = self._memory_group().oom_kills() if self._memory_group() else 0
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
         self._use_private_ipc(ipc_dir)  # TCP cannot cross into the sandbox's network namespace
@@ -436,7 +471,19 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
                                   read_only=[KERNEL_LAUNCHER], uid=self._uid, **self._limits())
+        self._cold_memory_group = MemoryGroup.create(self.memory_limit)
+        if self._cold_memory_group:
+            command = self._cold_memory_group.wrap(command)
         return await super()._async_launch_kernel(command, **kw)
+
+    def _memory_group(self) -> MemoryGroup | None:
+        return self._server.memory_group if self._server else self._cold_memory_group
+
+    def oom_kills(self) -> int:
+        """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
+        its processes together held more than ``memory_limit``."""
+        group = self._memory_group()
+        return group.oom_kills() - self._oom_kills_before if group else 0
 
     async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:
         """Wait until a forked kernel has bound its sockets (within a tenth of a second): a
@@ -455,7 +502,11 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         if not restart and getattr(self, "_sandbox_dir", None):
             if self._server:
                 self._server.reset()
-            remove(str(self._sandbox_dir))
+                remove(str(self._sandbox_dir))
+            else:
+                remove_scratch(self._sandbox_dir)
+                if self._cold_memory_group:
+                    self._cold_memory_group.remove()
 
 
 class ReadOnlyOutputWidget(OutputWidget):
@@ -501,7 +552,7 @@ class SandboxedExecute(Execute):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
         self._notebook_bytes, self._notebook_cut = 0, False
-        self._after_hidden, self._interrupted = False, False
+        self._after_hidden, self._interrupted, self._oom_kills_seen = False, False, 0
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
         return super().preprocess(nb, resources, km=km)
@@ -524,13 +575,22 @@ class SandboxedExecute(Execute):
             if self._interrupted:  # interrupted at its timeout: the kernel answered, but the cell ran out of time
                 self._stopped = deadline_first
                 self._observe(cell, "notebook_timeout" if deadline_first else "cell_timeout")
+            elif self._new_oom_kills():  # the kernel lived on, one of its processes did not
+                self._observe(cell, "process_out_of_memory")
             return cell, self.resources
         except DeadKernelError:
             self._stopped = True
-            self._observe(cell, "dead_kernel")
+            self._observe(cell, "out_of_memory" if self._new_oom_kills() else "dead_kernel")
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             self._observe(cell, "cell_timeout")
         return cell, resources
+
+    def _new_oom_kills(self) -> bool:
+        """Whether the OOM killer stopped a process of the kernel's sandbox since the last look
+        (only where the sandbox has a memory group: a kernel manager with ``oom_kills``)."""
+        kills = self.km.oom_kills() if hasattr(self.km, "oom_kills") else 0
+        new, self._oom_kills_seen = kills > self._oom_kills_seen, kills
+        return new
 
     @staticmethod
     def _observe(cell, event: str):

@@ -290,7 +290,7 @@ def test_private_implementations_earn_nothing(private, attack):
 
 
 # --------------------------------------------------------------------------------------------
-# 5. resources shared by everyone: RAM disks and output have a size per notebook
+# 5. resources shared by everyone: RAM disks, the scratch folder, memory and output have a size per notebook
 
 FILL_RAM_DISKS = """
 import os
@@ -308,12 +308,43 @@ for place in ("/tmp", "/dev/shm"):
 print("WROTE", max(written.values()), "MiB")
 """
 PRINT_A_LOT = 'print("y" * (900 * 1024))'
+# four children of 1.25 GiB each: under the 4 GiB limit per process, 5 GiB together
+MEMORY_IN_CHILDREN = """
+import mmap, os, time
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        held = mmap.mmap(-1, 1280 * 2**20)
+        for offset in range(0, len(held), 4096):
+            held[offset] = 1
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+print("CHILDREN", sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))
+"""
+FILL_SCRATCH = """
+written = 0
+try:
+    for n in range(32):  # 32 files of 32 MiB where the kernel works: 1 GiB
+        with open(f"fill{n}", "wb") as f:
+            for _ in range(32):
+                f.write(b"x" * 2**20)
+                written += 1
+except OSError:
+    pass
+print("SCRATCH", written, "MiB")
+"""
 
 RESOURCE_ATTACKS = [
     Attack("fill_ram_disks", "fills the machine's memory through /tmp", twin="reference",
            tamper=lambda nb: _after("project_qkv", nb, [FILL_RAM_DISKS])),
     Attack("output_in_many_cells", "fills the results with output", twin="reference",
            tamper=lambda nb: _after("project_qkv", nb, [PRINT_A_LOT] * 40)),
+    Attack("memory_in_children", "holds more than its memory in several processes", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [MEMORY_IN_CHILDREN])),
+    Attack("fill_scratch", "fills the host's disk where the kernel works", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [FILL_SCRATCH])),
 ]
 
 
@@ -347,3 +378,25 @@ def test_output_has_a_budget_per_notebook(resources):
     page = resources.out / "feedback" / "output_in_many_cells" / ASSIGNMENT / "qkv.html"
     assert page.stat().st_size < 20 * 1024**2  # 40 cells of 0.9 MiB, 36 MiB without the budget
     assert (resources.out / "results.json").stat().st_size < 5 * 1024**2
+
+
+def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
+    from autograder.cgroups import MemoryGroup
+
+    group = MemoryGroup.create(2**30)
+    if group is None:
+        pytest.skip("the grader may not make memory control groups here: the limit is per process")
+    group.remove()
+    children = re.search(r"CHILDREN \[([-\d, ]+)\]", shown_to_student(resources, "memory_in_children"))
+    assert children and "-9" in children[1].split(", "), children  # stopped by the OOM killer
+    row = resources.row("memory_in_children")
+    assert row["status"] == "ok" and row["reason"].startswith("out of memory: the notebook's processes together")
+
+
+def test_the_scratch_folder_has_a_size(resources):
+    from autograder.sandbox import TMPFS_BYTES, _real_root
+
+    wrote = re.search(r"SCRATCH (\d+) MiB", shown_to_student(resources, "fill_scratch"))
+    assert wrote and int(wrote[1]) > 0
+    # as root, a RAM disk of the /tmp's size; elsewhere each file is limited, not the folder (README)
+    assert int(wrote[1]) <= TMPFS_BYTES // 2**20 if _real_root() else int(wrote[1]) == 1024

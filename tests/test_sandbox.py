@@ -11,8 +11,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from traitlets.config import Config
 
 from autograder import sandbox
+from autograder.cgroups import MemoryGroup
+from autograder.results import observed_status
 from autograder.sandbox import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
                                 bwrap_available)
 
@@ -209,7 +212,7 @@ def test_output_widgets_never_write_to_the_kernel():
     assert widget.outputs == []
 
 
-def run_notebook(tmp_path, cells: list) -> nbformat.NotebookNode:
+def run_notebook(tmp_path, cells: list, memory_limit: int = LIMITS["memory_bytes"]) -> nbformat.NotebookNode:
     """Run ``cells`` (code cells: source, or (source, nbgrader metadata)) as the grader does."""
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                            "language": "python"}})
@@ -218,7 +221,8 @@ def run_notebook(tmp_path, cells: list) -> nbformat.NotebookNode:
         nb.cells.append(nbformat.v4.new_code_cell(textwrap.dedent(source),
                                                   metadata={"nbgrader": nbgrader} if nbgrader else {}))
     executor = SandboxedExecute(kernel_manager_class=SandboxedKernelManager, timeout=60,
-                                extra_arguments=["--HistoryManager.hist_file=:memory:"])
+                                extra_arguments=["--HistoryManager.hist_file=:memory:"],
+                                config=Config({"SandboxedKernelManager": {"memory_limit": memory_limit}}))
     executor.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return nb
 
@@ -257,3 +261,77 @@ def test_nothing_the_kernel_sends_after_a_hidden_test_can_show_it(tmp_path):
     assert "SECRET-CASES" not in shown
     assert [o.text for o in nb.cells[2].outputs] == [sandbox.AFTER_HIDDEN_TESTS]
     assert nb.cells[0].outputs[0].data["text/plain"] == "'before'"
+
+
+needs_memory_group = pytest.mark.skipif(not (lambda g: g and g.remove() is None)(MemoryGroup.create(2**30)),
+                                        reason="the grader may not make memory control groups here")
+
+HOLD_MEMORY = """
+import mmap, os, time
+def hold(mib):  # touch every page: resident memory, not only address space
+    held = mmap.mmap(-1, mib * 2**20)
+    for offset in range(0, mib * 2**20, 4096):
+        held[offset] = 1
+    return held
+"""
+
+
+@needs_memory_group
+def test_memory_is_limited_for_all_of_a_kernels_processes_together(tmp_path):
+    """Four children of 700 MiB each stay under a 2 GiB limit per process, not together: the
+    OOM killer stops some of them, the kernel lives on, and the notebook says so."""
+    nb = run_notebook(tmp_path, [HOLD_MEMORY, """
+        children = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                hold(700)
+                time.sleep(3)
+                os._exit(0)
+            children.append(pid)
+        print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))""", "print(6 * 7)"],
+        memory_limit=2 * 2**30)
+    codes = eval(nb.cells[1].outputs[0].text)
+    assert -9 in codes and 0 in codes, codes  # some were stopped (SIGKILL), not all
+    assert nb.cells[2].outputs[0].text == "42\n"
+    status, reason = observed_status(nb)
+    assert status == "ok" and reason.startswith("out of memory: the notebook's processes together"), reason
+
+
+@needs_memory_group
+def test_a_kernel_stopped_for_memory_says_so(tmp_path):
+    """The kernel itself is the largest process when the group runs out: it is stopped, and the
+    notebook's status and reason say why, not only that it died."""
+    nb = run_notebook(tmp_path, [HOLD_MEMORY, """
+        mine = hold(1500)
+        for _ in range(3):
+            if os.fork() == 0:
+                mine.close()  # within its own address-space limit
+                hold(600)
+                time.sleep(30)
+                os._exit(0)
+        time.sleep(30)""", "print(6 * 7)"], memory_limit=3 * 2**30)
+    assert nb.cells[2].outputs == []  # never ran
+    status, reason = observed_status(nb)
+    assert status == "error" and "processes together held more than the memory limit" in reason, reason
+
+
+def test_the_scratch_folder_has_a_size_when_root_grades(tmp_path):
+    """Files a kernel writes where it works: each limited in size, and all of them together
+    when the grader is root (a RAM disk of the /tmp's size): the host's disk never fills."""
+    out, alive = run_kernel(tmp_path, """
+        written = 0
+        try:
+            for n in range(16):  # 16 files of 32 MiB: 512 MiB
+                with open(f"fill{n}", "wb") as f:
+                    for _ in range(32):
+                        f.write(b"x" * 2**20)
+                        written += 1
+        except OSError as err:
+            print(err.errno, end=" ")
+        print(written)""")
+    if not sandbox._real_root():
+        assert out.split() == ["512"]  # what the README says: the folder is limited per file only
+        return
+    errno, written = map(int, out.split())
+    assert (errno, alive) == (28, True) and written < sandbox.TMPFS_BYTES // 2**20  # ENOSPC
