@@ -21,14 +21,14 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.api import Base, Gradebook
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, GetGrades
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, GetGrades, SaveAutoGrades
 from sqlalchemy import create_engine, text
 from traitlets.config import Config
 
 from .cells import grade_id_of, is_written_answer, nbgrader_metadata
 from .exporters import AutogradeExporter
 from .feedback import FeedbackExporter, HideHiddenTests
-from .judge import JudgeTests
+from .judge import JudgeTests, SaveVerdicts
 from .layout import SOLUTIONS_DIR
 from .options import GradingOptions
 from .rebuild import RebuildFromSource
@@ -86,8 +86,10 @@ def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 3
     c.RebuildFromSource.course_root = str(root)
     c.Autograde.sanitize_preprocessors = [RebuildFromSource, *without(Autograde.sanitize_preprocessors,
                                                                       CheckCellMetadata)]
-    # After execution, the grader's own verdict replaces each test cell's outputs.
+    # After execution, the grader's own verdict replaces each test cell's outputs, and the
+    # gradebook takes each test's score from that verdict, never from the outputs.
     autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)
+    autograde[autograde.index(SaveAutoGrades)] = SaveVerdicts
     at = autograde.index(Execute)
     c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
     c.Autograde.exporter_class = AutogradeExporter

@@ -22,16 +22,16 @@ from typing import Any, Sequence
 import torch
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_output
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 
 from attention_checks import registry
-from attention_checks.answers.judging import judge_records
-from attention_checks.core import CheckFailed, PartialCredit
+from attention_checks.answers.judging import Report, judge_records
+from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from .cells import is_student_cell, is_test_cell
+from .cells import grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
 from .feedback import HideHiddenTests
-from .results import executor_error, observed
+from .results import VERDICT, CellVerdict, executor_error, observed
 from .scanner import SourceScanner, StudentObject
 
 
@@ -147,16 +147,17 @@ class HiddenText:
 class JudgedCheck:
     """What a declared check's name means while the grader re-runs a test cell: judge the
     cell's next record, its kernel texts checked against the hidden tests, against the
-    references built here, with the forbidden uses found in the student's source."""
+    references built here, with the forbidden uses found in the student's source. The report
+    goes to ``reports`` as data (in the kernel, the same check prints it or raises it)."""
 
-    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, hidden: HiddenText):
-        self.check, self.replay, self.scanner, self.hidden = check, replay, scanner, hidden
+    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, hidden: HiddenText,
+                 reports: list[Report]):
+        self.check, self.replay, self.scanner, self.hidden, self.reports = check, replay, scanner, hidden, reports
 
-    def __call__(self, student: Any, *, points: float, cases, device: Any = None):
-        __tracebackhide__ = True
+    def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
         found = self.scanner.uses(student, self.check.forbidden_names)
         record = self.hidden.record(self.replay.take(self.check.name))
-        return judge_records(self.check, record, cases, points=points, found=found).deliver()
+        self.reports.append(judge_records(self.check, record, cases, points=points, found=found))
 
 
 def run_test_source(source: str, shared: dict) -> Any:
@@ -171,46 +172,80 @@ def run_test_source(source: str, shared: dict) -> Any:
 
 
 class JudgeTests(NbGraderPreprocessor):
-    """Replace each test cell's outputs by the grader's own verdict on its records."""
+    """Judge each test cell on its records: the verdict (``CellVerdict``) goes into the cell's
+    metadata as data, and the cell's outputs are replaced by that verdict as the feedback page
+    shows it."""
 
     def preprocess(self, nb, resources):
         scanner = SourceScanner([c.source for c in nb.cells if is_student_cell(c)])
         hidden = HiddenText(nb.cells)
         for cell in nb.cells:
+            cell.get("metadata", {}).pop(VERDICT, None)  # only the grader's own verdicts count
             if is_test_cell(cell):
-                cell.outputs = self.judge(cell, scanner, hidden)
+                verdict, cell.outputs = self.judge(cell, scanner, hidden)
+                verdict.write(cell)
         return nb, resources
 
-    def judge(self, cell, scanner: SourceScanner, hidden: HiddenText) -> list:
-        # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own note:
-        # an error output the kernel made, whatever its name, is not kept
-        kept = executor_error(observed(cell))
+    def judge(self, cell, scanner: SourceScanner, hidden: HiddenText) -> tuple[CellVerdict, list]:
+        """The verdict on ``cell``, and the outputs that show it."""
+        points = float(nbgrader_metadata(cell).get("points", 0))
+        # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own
+        # note: an error output the kernel made, whatever its name, is not kept; the cell scores 0
+        outputs = executor_error(observed(cell))
+        stopped = bool(outputs)  # a cell the executor stopped (other notes, such as output cut, are no error)
+        parts = [f"{o.ename}: {o.evalue}" for o in outputs]
         records = [o.data[MIME] for o in cell.outputs
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
-        printed, outputs = io.StringIO(), []
-        replay = Replay(records)
+        printed, reports, replay = io.StringIO(), [], Replay(records)
         # the check names mean: judge the cell's next record (every other name is the student's)
-        shared = {"__builtins__": builtins,
-                  **{name: JudgedCheck(check, replay, scanner, hidden) for name, check in registry.load_all().items()}}
+        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, hidden, reports)
+                                               for name, check in registry.load_all().items()}}
+        error = None  # (the error's name, its text)
         try:
             with contextlib.redirect_stdout(printed):
-                result = run_test_source(cell.source, shared)
-        except CheckFailed as failure:
-            result, error = None, ("CheckFailed", str(failure))
+                run_test_source(cell.source, shared)
         except Exception as failure:  # noqa: BLE001 - the test could not be judged: no points
-            result, error = None, (type(failure).__name__, f"this test could not be graded: {failure}")
-        else:
-            error = None
+            error = (type(failure).__name__, f"this test could not be graded: {failure}")
         if not replay.genuine:  # a record the genuine checks did not emit: forged
-            printed, result = io.StringIO(), None
-            error = ("CheckFailed", "this test's recorded results were tampered with (a record that the test's "
-                     "own checks did not emit, or one too many): 0 points for this test")
+            printed, reports = io.StringIO(), []
+            error = ("CheckFailed", "this test's recorded results were tampered with (a record that the test's own "
+                     "checks did not emit, or one too many): 0 points for this test")
         if printed.getvalue():
             outputs.append(new_output("stream", name="stdout", text=printed.getvalue()))
+            parts.append(printed.getvalue())
+        earned = min(sum(r.score for r in reports), points) if reports and not error else 0.0
+        if reports and not error:
+            # shown as the check shows it in the kernel: printed, with the partial credit as the
+            # cell's result, or raised when it earns nothing
+            report = "\n".join(r.text for r in reports)
+            if earned <= 0:
+                error = ("CheckFailed", report)
+            else:
+                outputs.append(new_output("stream", name="stdout", text=report + "\n"))
+                parts.append(report)
         if error:
-            outputs.append(new_output("error", ename=error[0], evalue=error[1], traceback=[f"{error[0]}: {error[1]}"]))
-        elif isinstance(result, PartialCredit):
-            outputs.append(new_output("execute_result", data={"text/plain": repr(result),
-                                                              "text/html": result._repr_html_()},
+            ename, evalue = error
+            outputs.append(new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"]))
+            parts.append(evalue if ename == "CheckFailed" else f"{ename}: {evalue}")
+        elif 0 < earned < points:
+            credit = PartialCredit(earned, points)
+            outputs.append(new_output("execute_result", data={"text/plain": repr(credit),
+                                                              "text/html": credit._repr_html_()},
                                       execution_count=cell.get("execution_count")))
-        return kept + outputs
+        score = 0.0 if stopped else earned  # a cell the executor stopped earns nothing
+        return CellVerdict.composed(score, points, parts), outputs
+
+
+class SaveVerdicts(SaveAutoGrades):
+    """nbgrader's SaveAutoGrades, with a test cell's score taken from the grader's verdict in
+    its metadata, never read back from its outputs (nbgrader's own rule still scores the
+    other grade cells: a written answer left as released gets 0, any other waits for a person)."""
+
+    def _add_score(self, cell, resources) -> None:
+        if not is_test_cell(cell):
+            return super()._add_score(cell, resources)
+        verdict = CellVerdict.of(cell)
+        grade = self.gradebook.find_grade(grade_id_of(cell), self.notebook_id, self.assignment_id, self.student_id)
+        grade.auto_score = verdict.score if verdict else 0.0  # a test the grader did not judge earns nothing
+        grade.needs_manual_grade = grade.manual_score is not None  # a person's score stands; they review it
+        self.gradebook.db.commit()

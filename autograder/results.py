@@ -1,8 +1,9 @@
 """Per-test results and the status of one graded notebook.
 
-Scores come from nbgrader's gradebook; the message of each test comes from the
-outputs of its cell in the autograded notebook (the check helpers print their
-report there, or raise it as the error).
+Scores come from nbgrader's gradebook, where ``judge.SaveVerdicts`` put each test cell's
+score; the message of each test is the grader's verdict on that cell (``CellVerdict``), which
+``judge.JudgeTests`` wrote into the cell's metadata as data: nothing is read back from the
+outputs, which only show the verdict in the feedback page.
 
 Written answers (a cell that is both a solution and a grade cell, nbgrader's manually graded
 answer) are graded by a person in formgrader, and counted apart: ``score`` and ``max_score``
@@ -55,6 +56,37 @@ class CellResult:
     passed: bool | None  # None for written answers: a person gives them points, not a verdict
     message: str
     manual: bool = False  # a written answer, graded by hand in formgrader
+
+
+# The grader's verdict on a test cell, in the cell's metadata of the autograded notebook
+# (the kernel cannot write metadata, and JudgeTests removes any the submission brought).
+VERDICT = "autograder_verdict"
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """What the grader decided about one test cell: its score out of ``points``, and why."""
+
+    score: float
+    points: float
+    message: str
+
+    def write(self, cell) -> None:
+        cell.metadata[VERDICT] = asdict(self)
+
+    @classmethod
+    def of(cls, cell) -> "CellVerdict | None":
+        """The verdict JudgeTests wrote into ``cell``, if any."""
+        data = cell.get("metadata", {}).get(VERDICT)
+        return cls(**data) if isinstance(data, dict) else None
+
+    @classmethod
+    def composed(cls, score: float, points: float, parts: list[str]) -> "CellVerdict":
+        """A verdict whose message is ``parts`` (texts in the order they happened), one per line,
+        without terminal colours, cut at MAX_MESSAGE_CHARS."""
+        text = _ANSI.sub("", "\n".join(p.strip() for p in parts if p.strip()))
+        text = text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " …(cut)"
+        return cls(score, points, text)
 
 
 HAND_GRADED = "graded by hand later"
@@ -118,19 +150,6 @@ def worst_status(statuses) -> Status:
     return max(map(Status, statuses), key=STATUS_ORDER.index)
 
 
-def cell_message(cell) -> str:
-    """What a test cell said: the error it raised, or what it printed."""
-    parts = []
-    for output in cell.get("outputs", []):
-        if output.output_type == "error":  # a check's report stands alone; other errors keep their type
-            report = output.ename == "CheckFailed"
-            parts.append(output.evalue if report else f"{output.ename}: {output.evalue}".rstrip(": "))
-        elif output.output_type == "stream":
-            parts.append(output.text)
-    text = _ANSI.sub("", "\n".join(p.strip() for p in parts if p.strip()))
-    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " …(cut)"
-
-
 def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[float | None, float]]) -> list[CellResult]:
     """One CellResult per graded cell, in notebook order.
 
@@ -148,7 +167,9 @@ def test_results(autograded: nbformat.NotebookNode, scores: dict[str, tuple[floa
             results.append(CellResult(grade_id, points, max_points, None,
                                       f"written answer ({max_points:g} points): {said}", manual=True))
         else:
-            results.append(CellResult(grade_id, points, max_points, points >= max_points, cell_message(cell)))
+            verdict = CellVerdict.of(cell)
+            results.append(CellResult(grade_id, points, max_points, points >= max_points,
+                                      verdict.message if verdict else ""))
     return results
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import logging
 import math
 import os
@@ -26,7 +27,7 @@ from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF, F
 from attention_checks.inputs import keep_mask
 from attention_checks.probe import probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
-from attention_checks.record import Outcome, _encode_outcome
+from attention_checks.record import MIME, Outcome, _encode_outcome
 from autograder.judge import Replay
 from notebook_harness import SourceNotebook, tf32
 
@@ -79,6 +80,57 @@ def test_partial_credit_is_read_by_nbgrader(score, points):
                  new_output("execute_result", data={"text/plain": text}, execution_count=1)],
     ))
     assert determine_grade(cell) == (score, points)
+
+
+def _test_cell(outputs: list, metadata: dict | None = None) -> nbformat.NotebookNode:
+    """A test cell of SDPA on SMALL, as the executor leaves it: ``outputs`` from the kernel."""
+    return nbformat.from_dict(dict(
+        cell_type="code", execution_count=1, outputs=outputs,
+        source=f"check_scaled_dot_product_attention(scaled_dot_product_attention, points=2, cases={SMALL!r})",
+        metadata={"nbgrader": {"grade": True, "solution": False, "points": 2, "grade_id": "t"}, **(metadata or {})}))
+
+
+def _first_case_wrong(query, key, value, **kwargs):
+    output, weights = _reference_sdpa()(query, key, value, **kwargs)
+    return (output + 1, weights) if query.size(-2) == 5 and "attn_mask" not in kwargs else (output, weights)
+
+
+@pytest.mark.parametrize("student", [_reference_sdpa, lambda: _first_case_wrong, lambda: lambda q, k, v, **kw: None],
+                         ids=["full", "partial", "zero"])
+def test_the_graders_verdict_is_data_and_ignores_what_the_kernel_printed(student, request):
+    """JudgeTests writes its verdict (score and message) into the test cell's metadata, where the
+    gradebook's score and results.json's message come from, never from the outputs, where a
+    kernel can print anything (here: a result of 2.0 points, beside a verdict of its own)."""
+    from autograder.judge import JudgeTests
+    from autograder.results import VERDICT, CellVerdict
+
+    name = request.node.callspec.id
+    record = _recorded(SDPA, student(), SMALL)
+    assert judge_records(SDPA, record, SMALL, points=2).score == {"full": 2, "partial": 1.5, "zero": 0}[name]
+    nb = nbformat.v4.new_notebook(cells=[_test_cell(
+        [new_output("display_data", data={MIME: record}), new_output("execute_result", data={"text/plain": "2.0"})],
+        metadata={VERDICT: {"score": 2, "points": 2, "message": "all good"}})])
+    JudgeTests().preprocess(nb, {})
+    expected = judge_records(SDPA, record, SMALL, points=2)
+    verdict = CellVerdict.of(nb.cells[0])
+    assert (verdict.score, verdict.points, verdict.message) == (expected.score, 2, expected.text)
+    # the outputs show the verdict as the check shows it in the kernel, and nothing the kernel sent
+    kinds = [o.output_type for o in nb.cells[0].outputs]
+    assert kinds == {2: ["stream"], 0: ["error"]}.get(verdict.score, ["stream", "execute_result"]), kinds
+    assert MIME not in json.dumps(nb.cells[0].outputs) and "'2.0'" not in repr(nb.cells[0].outputs)
+
+
+def test_a_test_cell_the_executor_stopped_earns_nothing_whatever_it_recorded():
+    from autograder.judge import JudgeTests
+    from autograder.results import OBSERVED, CellVerdict
+
+    record = _recorded(SDPA, _reference_sdpa(), SMALL)
+    nb = nbformat.v4.new_notebook(cells=[_test_cell([new_output("display_data", data={MIME: record})],
+                                                    metadata={OBSERVED: "cell_timeout"})])
+    JudgeTests().preprocess(nb, {})
+    verdict = CellVerdict.of(nb.cells[0])
+    assert verdict.score == 0 and verdict.message.startswith("CellTimeoutError: the cell did not finish in time")
+    assert "all 3 cases pass" in verdict.message
 
 
 def test_scores_follow_the_fraction_of_cases():
