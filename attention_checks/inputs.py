@@ -38,21 +38,3 @@ def padding_lengths(batch: int, length: int, gen: torch.Generator) -> torch.Tens
 def pad_mask(lengths: torch.Tensor, length: int) -> torch.Tensor:
     """The key padding mask of those lengths, (batch, length) bool, True at padding."""
     return torch.arange(length)[None, :] >= lengths[:, None]
-
-
-def plain_number(x):
-    """What a check records of a returned number: a Python int when it is integral, else a float
-    (numpy scalars, one-element tensors, 1088.0 included), so that 1088.0 counts as the count 1088
-    and np.float32(0.125) as the factor 0.125; anything else as it is (the report shows it)."""
-    import numbers
-
-    try:
-        if isinstance(x, torch.Tensor):
-            if x.numel() != 1 or x.is_complex():
-                return x
-            x = x.item()
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            return x
-        return int(x) if float(x).is_integer() else float(x)
-    except Exception:  # noqa: BLE001 - the student's object: recorded as it is
-        return x

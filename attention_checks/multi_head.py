@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
 from .core import as_dtype, describe, randn
-from .inputs import block_mask, plain_number
+from .inputs import block_mask
 from .modules import build_student_module, load_student_module
+from .record import plain_number
 from .registry import Check, Inputs, declare
 
 NEG_INF = float("-inf")

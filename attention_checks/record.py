@@ -103,6 +103,22 @@ def _device(name: Any) -> str | None:
     return name
 
 
+def plain_number(x):
+    """What a check records of a returned number: a Python int when it is integral, else a float
+    (numpy scalars, one-element tensors, 1088.0 included), so that 1088.0 counts as the count 1088
+    and np.float32(0.125) as the factor 0.125; anything else as it is (the report shows it)."""
+    try:
+        if isinstance(x, torch.Tensor):
+            if x.numel() != 1 or x.is_complex():
+                return x
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            return x
+        return int(x) if float(x).is_integer() else float(x)
+    except Exception:  # noqa: BLE001 - the student's object: recorded as it is
+        return x
+
+
 def decode_outcome(data: Any) -> tuple[Outcome, str | None]:
     """(outcome, the device the inputs were on); a malformed record decodes as an error."""
     try:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .core import as_dtype, describe, randn
-from .inputs import plain_number
+from .record import plain_number
 from .registry import Check, Inputs, declare
 
 NEG_INF = float("-inf")

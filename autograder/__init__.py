@@ -35,6 +35,7 @@ this map lists every module). From the top:
 - ``submissions``   finding, unpacking and validating the submitted notebooks (no links followed)
 - ``options``       ``GradingOptions``: how notebooks are graded, the one form options take below the CLI
 - ``layout``        where the course's files are (solutions/, exercises/)
+- ``errors``        ``InputError``: an input of the instructor's that cannot be used (exit 2)
 - ``cells``         what a notebook's cell is, from its nbgrader metadata
 """
 import sys

@@ -15,6 +15,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
+from .errors import InputError
 from .layout import EXERCISES_DIR, SOLUTIONS_DIR
 from .options import GradingOptions
 from .process import kernel_environment, prepare_process
@@ -40,7 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         say("loading nbgrader and PyTorch")
     args = _parser().parse_args(argv)
     from .course import CourseError
-    from .submissions import SubmissionsError
 
     prepare_process()
     try:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except NothingToGrade as err:
         print(f"autograder: error: {err}", file=sys.stderr)
         return NOTHING_GRADED
-    except (CourseError, SubmissionsError, OSError) as err:
+    except (CourseError, InputError, OSError) as err:
         print(f"autograder: error: {err}", file=sys.stderr)
         return 2
 
@@ -323,15 +323,14 @@ def _lms_commands(commands) -> None:
 def _collect(args) -> int:
     from .course import find_assignments
     from .lms import PATTERNS, collect, read_roster, write_collect_report
-    from .submissions import SubmissionsError
 
     download, out = args.download.resolve(), args.out.resolve()
     if not download.exists():
-        raise SubmissionsError(f"{download} does not exist")
+        raise InputError(f"{download} does not exist")
     if download.is_dir() and out.is_relative_to(download):
-        raise SubmissionsError("SUBMISSIONS must not be inside DOWNLOAD, which is never modified")
+        raise InputError("SUBMISSIONS must not be inside DOWNLOAD, which is never modified")
     if args.assignment not in find_assignments(args.source):
-        raise SubmissionsError(f"unknown assignment {args.assignment}; known: {', '.join(find_assignments(args.source))}")
+        raise InputError(f"unknown assignment {args.assignment}; known: {', '.join(find_assignments(args.source))}")
     notebooks = sorted(p.stem for p in (args.source / args.assignment).glob("*.ipynb"))
     roster = read_roster(args.roster) if args.roster else None
     report = collect(download, args.assignment, notebooks, out, args.pattern or PATTERNS[args.lms], roster)
@@ -349,11 +348,10 @@ def _collect(args) -> int:
 def _export(args) -> int:
     from .gradebook import gradebook_url
     from .lms import NOT_GRADED, export, read_roster
-    from .submissions import SubmissionsError
 
     grades = args.results / "grades.csv"
     if not grades.is_file():
-        raise SubmissionsError(f"no grades.csv in {args.results}")
+        raise InputError(f"no grades.csv in {args.results}")
     roster = read_roster(args.roster) if args.roster else None
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
     rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
@@ -448,10 +446,9 @@ def _similarity_command(commands) -> None:
 
 def _similarity(args) -> int:
     from .similarity import display_name, similarity
-    from .submissions import SubmissionsError
 
     if not args.folder.exists():
-        raise SubmissionsError(f"{args.folder} does not exist")
+        raise InputError(f"{args.folder} does not exist")
     pairs = similarity(args.folder.resolve(), args.assignment, args.out, args.release, args.show)
     for rank, p in enumerate(pairs[:10], 1):
         print(f"{rank:3}. {display_name(p.first)} / {display_name(p.second)}: "

@@ -21,13 +21,15 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.api import Base, Gradebook
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, GetGrades, SaveAutoGrades
+from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, SaveAutoGrades
 from sqlalchemy import create_engine, text
 from traitlets.config import Config
 
 from .cells import grade_id_of, is_written_answer, nbgrader_metadata
 from .exporters import AutogradeExporter
-from .feedback import FeedbackExporter, HideHiddenTests
+from .feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
+from .feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
+from .feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
 from .judge import JudgeTests, SaveVerdicts
 from .layout import SOLUTIONS_DIR
 from .options import GradingOptions
@@ -110,8 +112,10 @@ def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 3
     # nbgrader's default, plus a quiet kernel (its log would land on our stderr).
     c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
     # Students see their failures and partial credit, never the hidden tests' source.
-    c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+    c.GenerateFeedback.preprocessors = [GetGradesAndPending, HideHiddenTests, CSSHTMLHeaderPreprocessor]
     c.GenerateFeedback.exporter_class = FeedbackExporter
+    c.FeedbackExporter.template_name = FEEDBACK_TEMPLATE_NAME
+    c.FeedbackExporter.extra_template_basedirs = FEEDBACK_TEMPLATE_DIRS
     return c
 
 

@@ -21,7 +21,8 @@ source restored from the source notebook) stay as they are.
 
 Written answers (nbgrader's manually graded answers) are graded by hand after the page is
 made: the page shows such an answer as "graded by hand later", and the score at the top says
-how many points await that (nbgrader's template would show them as 0 out of their points).
+how many points await that (nbgrader's template would show them as 0 out of their points): a
+template of the course's, which extends nbgrader's (``TEMPLATE_NAME``).
 An answer left as released ("YOUR ANSWER HERE") has nbgrader's 0, and is shown so.
 """
 from __future__ import annotations
@@ -31,24 +32,28 @@ import html
 import json
 import re
 from collections import OrderedDict
+from pathlib import Path
 
 import bleach
 import jinja2
+import nbgrader
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import InvalidNotebook
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors.sanitize import SanitizeHTML
-from nbgrader.preprocessors import NbGraderPreprocessor
-from nbgrader.utils import determine_grade
-from traitlets import Unicode
+from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
+from traitlets import Unicode, default
 
 from .exporters import ValidatedAfterKernel
-from .cells import grade_id_of, is_course_cell, is_written_answer, nbgrader_metadata
+from .cells import grade_id_of, is_course_cell, is_written_answer
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
-# nbgrader's feedback template: the notebook's score in the page's heading ...
-PAGE_SCORE = re.compile(r"\(Score: (?P<score>[0-9.]+) / (?P<max>[0-9.]+)\)(?=</h4>)")
+# The page's template: nbgrader's feedback template, less the 0 points of answers a person has
+# not graded yet (templates/course_feedback/index.html.j2, which extends it).
+NBGRADER_TEMPLATES = str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates")
+TEMPLATE_NAME = "course_feedback"
+TEMPLATE_DIRS = [NBGRADER_TEMPLATES, str(Path(__file__).parent / "templates")]
 ALT_TEXT = "No description has been provided for this image"  # nbconvert's words
 
 
@@ -79,23 +84,24 @@ def _points(points: float) -> str:
     return f"{points:g} point" + ("" if points == 1 else "s")
 
 
-def mark_hand_graded(page: str, nb) -> str:
-    """The written answers of a feedback page that await a person as "graded by hand later", not
-    as 0 points: in the table of contents, in each answer's heading, and in the notebook's score.
-    Which ones: nbgrader's own rule (``determine_grade``: no automatic score)."""
-    written = [(grade_id_of(c), float(nbgrader_metadata(c).get("points", 0)))
-               for c in nb.cells if is_written_answer(c) and determine_grade(c)[0] is None]
-    for grade_id, points in written:
-        note = f"graded by hand later ({_points(points)})"
-        gid = re.escape(html.escape(grade_id))
-        page = re.sub(rf'(<a href="#{gid}">[^<]*</a>) \(Score: [0-9.]+ / [0-9.]+\)', rf"\1 ({note})", page, count=1)
-        page = re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">(?:(?!</div>).)*?)Score: [0-9.]+ / [0-9.]+',
-                      lambda m: m[1] + note[0].upper() + note[1:], page, count=1, flags=re.S)
-    manual = sum(points for _, points in written)
-    if manual:
-        page = PAGE_SCORE.sub(lambda m: f"(Score: {float(m['score']):g} / {float(m['max']):g}; "
-                                        f"{_points(manual)} of written answers: graded by hand later)", page, count=1)
-    return page
+PENDING = "autograder_awaiting_a_person"  # in a written answer's metadata, on its way to the page
+
+
+class GetGradesAndPending(GetGrades):
+    """nbgrader's GetGrades (each grade cell's score from the gradebook, for the page), also
+    noting the written answers no person has graded yet: nbgrader's score of those is 0, which
+    the page would show as 0 out of their points (templates/course_feedback says "graded by
+    hand later" instead)."""
+
+    def _get_score(self, cell, resources) -> None:
+        grade = self.gradebook.find_grade(grade_id_of(cell), self.notebook_id, self.assignment_id, self.student_id)
+        cell.metadata.nbgrader["score"], cell.metadata.nbgrader["points"] = grade.score, grade.max_score
+        cell.metadata[PENDING] = is_written_answer(cell) and grade.manual_score is None and grade.auto_score is None
+
+
+def awaiting_a_person(cell) -> bool:
+    """The template's test: a written answer that no person has graded yet."""
+    return bool(cell.get("metadata", {}).get(PENDING))
 
 
 def _image_sizes(metadata: dict) -> dict:
@@ -214,7 +220,14 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
     def _create_environment(self) -> jinja2.Environment:
         environment = super()._create_environment()
         environment.bytecode_cache = self.compiled_templates
+        environment.tests["awaiting_a_person"] = awaiting_a_person
+        environment.filters["points"] = _points
         return environment
+
+    @default("template_paths")
+    def _template_paths(self, prune=True, root_dirs=None) -> list[str]:
+        # nbgrader's templates by their own names too: the course's page extends 'feedback/index.html.j2'
+        return [*super()._template_paths(prune, root_dirs), NBGRADER_TEMPLATES]
 
     @jinja2.pass_context
     def markdown2html(self, context, source):
@@ -244,4 +257,4 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
                                                                        parent=self, resources=resources))
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        return mark_hand_graded(NO_ALT.sub(f'<img alt="{ALT_TEXT}"', page), nb), resources
+        return NO_ALT.sub(f'<img alt="{ALT_TEXT}"', page), resources

@@ -35,7 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from .report import NAMES_AS_ON_DISK, csv_text, read_cell
-from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, SubmissionsError, zip_members
+from .errors import InputError
+from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, zip_members
 
 PATTERNS = {
     "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
@@ -61,6 +62,12 @@ _SAFE_ID = re.compile(r"[\w.@+-]+")
 # --------------------------------------------------------------------------
 # the roster
 
+
+
+
+class LmsError(InputError):
+    """An LMS's download, a roster, a naming pattern, a gradebook or grades to export that cannot
+    be used as given."""
 
 @dataclass
 class Student:
@@ -106,7 +113,7 @@ def read_roster(path: Path) -> list[Student]:
             lms_id = row["Identifier"].rpartition(" ")[2]
             student = Student(lms_id, lms_id, row.get("Full name", ""), row.get("Email address", ""))
         else:
-            raise SubmissionsError(f"{path}: a roster needs a student_id column (or is Canvas's gradebook "
+            raise LmsError(f"{path}: a roster needs a student_id column (or is Canvas's gradebook "
                                    f"export or Moodle's grading worksheet); found {', '.join(row)}")
         if student.student_id:
             students.append(student)
@@ -147,9 +154,9 @@ def _entries(download: Path) -> list[Entry]:
         archive = zipfile.ZipFile(download)
         members = zip_members(archive)
     except ZIP_ERRORS as err:
-        raise SubmissionsError(f"cannot read {download}: {type(err).__name__}: {err}") from err
+        raise LmsError(f"cannot read {download}: {type(err).__name__}: {err}") from err
     if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-        raise SubmissionsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
+        raise LmsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
     return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
 
 
@@ -183,7 +190,7 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
     returns what happened to every file of the download."""
     regex = re.compile(pattern)
     if not {"student_id", "lms_id", "name"} & set(regex.groupindex):
-        raise SubmissionsError("the pattern needs a named group student_id, lms_id or name")
+        raise LmsError("the pattern needs a named group student_id, lms_id or name")
     by_lms = {s.lms_id: s for s in roster or []}
     by_id = {s.student_id: s for s in roster or []}
     by_name: dict[str, list[Student]] = {}
@@ -234,7 +241,7 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
     # Several downloads may go into one SUBMISSIONS (two LMSs, two sections), never over each other.
     taken = sorted({p.target.rpartition("/")[0] for _, _, p in chosen.values() if (out / p.target).parent.exists()})
     if taken:
-        raise SubmissionsError(f"{out} already holds {len(taken)} of these students' {assignment} "
+        raise LmsError(f"{out} already holds {len(taken)} of these students' {assignment} "
                                f"({', '.join(taken[:3])}, ...): collect into a new folder, or remove them first")
     for _, entry, placement in chosen.values():
         try:
@@ -323,7 +330,7 @@ def read_csv(path: Path, what: str = "") -> list[dict[str, str]]:
     try:
         rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK))))
     except (OSError, csv.Error) as err:
-        raise SubmissionsError(f"cannot read {what}{path}: {err}") from err
+        raise LmsError(f"cannot read {what}{path}: {err}") from err
     return [{(k or "").strip(): read_cell((v or "").strip()) for k, v in row.items()} for row in rows]
 
 
@@ -392,12 +399,12 @@ def _final_scores(db_url: str, assignment: str, course_id: str = "") -> dict[str
             try:
                 submissions = gb.find_assignment(assignment).submissions
             except MissingEntry:
-                raise SubmissionsError(f"the gradebook {db_url} has no assignment {assignment}") from None
+                raise LmsError(f"the gradebook {db_url} has no assignment {assignment}") from None
             return {sub.student.id: (float(sub.score), float(sum(
                 g.max_score for nb in sub.notebooks for g in nb.grades if g.auto_score is None and g.manual_score is None)))
                 for sub in submissions}
     except SQLAlchemyError as err:
-        raise SubmissionsError(f"cannot read the nbgrader gradebook {db_url}: {err}") from err
+        raise LmsError(f"cannot read the nbgrader gradebook {db_url}: {err}") from err
 
 
 def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] | None, gradebook: str | None = None
@@ -410,11 +417,11 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     assignments = sorted({r["assignment"] for r in rows})
     if assignment is None:
         if len(assignments) != 1:
-            raise SubmissionsError(f"{grades_csv} holds {len(assignments)} assignments "
+            raise LmsError(f"{grades_csv} holds {len(assignments)} assignments "
                                    f"({', '.join(assignments) or 'none'}): name one with --assignment")
         assignment = assignments[0]
     elif assignment not in assignments:
-        raise SubmissionsError(f"{grades_csv} holds no grades for {assignment} (it has {', '.join(assignments)})")
+        raise LmsError(f"{grades_csv} holds no grades for {assignment} (it has {', '.join(assignments)})")
     rows = [r for r in rows if r["assignment"] == assignment]
     final = _final_scores(gradebook, assignment) if gradebook else {}
     # written_points: graded by hand, outside max_score (absent from grades.csv of older versions)
@@ -483,6 +490,6 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
                   r.score, r.max_score, r.status, r.reason, _shown(r.to_grade_by_hand), "yes" if r.late else ""]
                  for r in rows]
     else:
-        raise SubmissionsError(f"unknown format {fmt!r}: canvas, moodle or csv")
+        raise LmsError(f"unknown format {fmt!r}: canvas, moodle or csv")
     write_csv(out, header, lines)
     return rows, left_out

@@ -33,6 +33,7 @@ from copydetect.utils import highlight_overlap
 from .cells import nbgrader_metadata
 from .course import find_assignments
 from .layout import EXERCISES_DIR
+from .errors import InputError
 from .submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 
 WINDOW = GUARANTEE_THRESHOLD - NOISE_THRESHOLD + 1  # copydetect's own window from its thresholds
@@ -71,7 +72,7 @@ def starter_code(release_dir: Path, assignment: str) -> str:
     """Every code cell of the assignment's release notebooks: what every student starts from."""
     notebooks = sorted((release_dir / assignment).glob("*.ipynb"))
     if not notebooks:
-        raise SubmissionsError(f"no release notebooks of {assignment} in {release_dir}")
+        raise InputError(f"no release notebooks of {assignment} in {release_dir}")
     return "\n\n".join(c.source for path in notebooks for c in nbformat.read(path, 4).cells if c.cell_type == "code")
 
 
@@ -160,7 +161,7 @@ def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXE
     from .lms import write_csv
 
     if assignment not in find_assignments(release_dir):
-        raise SubmissionsError(f"unknown assignment {assignment}; known: {', '.join(find_assignments(release_dir))}")
+        raise InputError(f"unknown assignment {assignment}; known: {', '.join(find_assignments(release_dir))}")
     with tempfile.TemporaryDirectory(prefix="autograder-similarity-") as tmp:
         root = unpack_zip(folder, Path(tmp)) if folder.is_file() else folder
         codes, unreadable = {}, []

@@ -25,6 +25,8 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from .errors import InputError
+
 # Limits on a zip, so that a zip bomb is refused instead of filling the disk.
 MAX_ZIP_BYTES = 2 * 1024**3
 MAX_ZIP_FILES = 100_000
@@ -32,8 +34,8 @@ MAX_NOTEBOOK_BYTES = 100 * 1024**2  # a notebook with a few plots is well under 
 SKIPPED_NAMES = {"__MACOSX", ".ipynb_checkpoints"}
 
 
-class SubmissionsError(RuntimeError):
-    """The submissions as a whole cannot be read: grading cannot run."""
+class SubmissionsError(InputError):
+    """The submissions as a whole cannot be read (a folder, an archive): grading cannot run."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import re
 import nbformat
 from nbconvert.exporters import HTMLExporter
 
-from autograder.feedback import ALT_TEXT, CachedHighlight2HTML, FeedbackExporter
+from autograder.feedback import ALT_TEXT, PENDING, TEMPLATE_DIRS, TEMPLATE_NAME, CachedHighlight2HTML, FeedbackExporter
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
@@ -89,8 +89,9 @@ def test_a_markdown_cell_whose_attachment_is_gone_still_gets_a_page():
 
 
 def _graded_page(answer: str) -> str:
-    """A feedback page as nbgrader's feedback template renders an autograded notebook: a test cell
-    with its points and a written answer (solution and grade cell) with the checksum of its release."""
+    """A feedback page of the course's template (nbgrader's, extended) for an autograded notebook: a
+    test cell with its points and a written answer (solution and grade cell) with the checksum of
+    its release."""
     from nbgrader.converters import GenerateFeedback
     from nbgrader.utils import compute_checksum
 
@@ -100,8 +101,12 @@ def _graded_page(answer: str) -> str:
         "grade": True, "solution": True, "locked": False, "grade_id": "written-why", "points": 2, "score": 0}})
     written.metadata.nbgrader["checksum"] = compute_checksum(written)  # as released
     written.source = answer
+    # GetGradesAndPending's note: a changed answer has no score until a person gives one
+    written.metadata[PENDING] = compute_checksum(written) != written.metadata.nbgrader["checksum"]
     nb = nbformat.v4.new_notebook(cells=[test, written])
-    exporter = FeedbackExporter(config=GenerateFeedback().config)  # nbgrader's feedback template
+    config = GenerateFeedback().config  # nbgrader's, with the course's page as the grader configures it
+    config.FeedbackExporter.template_name, config.FeedbackExporter.extra_template_basedirs = TEMPLATE_NAME, TEMPLATE_DIRS
+    exporter = FeedbackExporter(config=config)
     page, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {"notebook": "nb", "score": 3, "max_score": 5,
                                                                        "late_penalty": 0}})
     return _text(page)

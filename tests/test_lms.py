@@ -23,7 +23,6 @@ import nbformat
 import pytest
 
 from autograder import lms
-from autograder.submissions import SubmissionsError
 from classroom import make_submission, notebook_name, tree_digest
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -127,7 +126,7 @@ def test_moodle_download_with_a_roster_and_the_download_untouched(tmp_path):
     assert report[f"stray copy of {NB}.ipynb"].reason == "its name does not match the pattern"
     assert sorted(p.name for p in out.iterdir()) == ["s-amc", "s-zb"]
     # Collecting again into the same folder would overwrite: refused, and nothing is written.
-    with pytest.raises(SubmissionsError, match="already holds"):
+    with pytest.raises(lms.LmsError, match="already holds"):
         lms.collect(download, ASSIGNMENT, [NB], out, lms.PATTERNS["moodle"], lms.read_roster(roster))
 
 
@@ -149,7 +148,7 @@ def test_a_documented_pattern_with_names_mapped_by_the_roster(tmp_path):
     # Without a roster a name alone cannot become an id.
     no_roster = _by_file(lms.collect(download, ASSIGNMENT, [NB], tmp_path / "other", pattern))
     assert all("pass --roster" in p.reason for p in no_roster.values())
-    with pytest.raises(SubmissionsError, match="named group"):
+    with pytest.raises(lms.LmsError, match="named group"):
         lms.collect(download, ASSIGNMENT, [NB], out, r"(?P<who>.+)")
 
 

@@ -153,3 +153,24 @@ def test_the_lms_export_takes_the_hand_given_points_from_the_gradebook(graded):
     assert run.returncode == 0, run.stderr
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         assert gb.find_submission(ASSIGNMENT, "answered").score == auto + 1.5
+
+
+def test_feedback_made_after_hand_grading_shows_the_given_points(graded):
+    """An instructor who gives the written answer its points in formgrader, then makes the feedback
+    with nbgrader (the course's configuration, as nbgrader/nbgrader_config.py loads it): the page
+    shows those points, no longer "graded by hand later"."""
+    from autograder.course import grading_config
+
+    tmp, results, course = graded
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        grade = gb.find_grade(WRITTEN, NB, ASSIGNMENT, "answered")
+        grade.manual_score, grade.needs_manual_grade = 1.5, False
+        gb.db.commit()
+    config = grading_config(course)
+    config.CourseDirectory.root = str(course)
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    made = api.generate_feedback(ASSIGNMENT, "answered", force=True)
+    assert made["success"], made
+    page = (course / "feedback" / "answered" / ASSIGNMENT / f"{NB}.html").read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert re.search(r"Written response\s*\(Score: 1\.5 / 2\.0\)", text) and "graded by hand later" not in text.lower()
