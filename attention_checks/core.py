@@ -210,20 +210,30 @@ class ForbiddenCalls(TorchFunctionMode):
         """The profiler hook that watches the code that runs: one function, as short as it can be,
         since it runs at every call and return (a hook set before keeps running)."""
         by_code, note = self.by_code, self.note
+        in_c = {}  # id(frame) -> the calls of C functions open in that frame
 
         def hook(frame: FrameType, event: str, arg: Any) -> None:
             if previous is not None:
                 previous(frame, event, arg)
+            if event == "c_call":
+                in_c[id(frame)] = in_c.get(id(frame), 0) + 1
+                return
             if event != "call":
+                if event in ("c_return", "c_exception") and (left := in_c.pop(id(frame), 0) - 1) > 0:
+                    in_c[id(frame)] = left
                 return
             code = frame.f_code
             name = by_code.get(code)
             if name is None:
-                # PyTorch's own code reaches the private folders all the time (its dispatcher, meta
-                # kernels); a caller outside torch is the student's code (or a library handed one)
+                # PyTorch's own code reaches the private folders all the time, from C: its dispatcher
+                # runs a decomposition, a meta kernel. From Python, up through PyTorch's frames that
+                # each called the next directly, the caller is the student's code (a private
+                # implementation handed to a library, or to torch.vmap, which calls what it is given)
                 if not code.co_filename.startswith(_PRIVATE_DIRS):
                     return
                 caller = frame.f_back
+                while caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR) and id(caller) not in in_c:
+                    caller = caller.f_back
                 if caller is None or caller.f_code.co_filename.startswith(_TORCH_DIR):
                     return
                 name = PRIVATE_IMPLEMENTATIONS

@@ -87,6 +87,7 @@ class MemoryGroup:
 
     def __init__(self, path: Path, hierarchy: _Hierarchy, limit_bytes: int):
         self.path, self.hierarchy, self.limit_bytes = path, hierarchy, limit_bytes
+        self._oom_kills = 0  # the last count read: the group may be gone when someone asks
 
     @classmethod
     def create(cls, limit_bytes: int) -> MemoryGroup | None:
@@ -116,18 +117,20 @@ class MemoryGroup:
         return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *command]
 
     def oom_kills(self) -> int:
-        """How many processes the kernel's OOM killer has stopped in this group so far."""
+        """How many processes the kernel's OOM killer has stopped in this group so far (after
+        ``remove``, as many as there were then)."""
         try:
             for line in (self.path / self.hierarchy.events_file).read_text().splitlines():
                 name, _, count = line.partition(" ")
                 if name == "oom_kill":
-                    return int(count)
+                    self._oom_kills = int(count)
         except (OSError, ValueError):
             pass
-        return 0
+        return self._oom_kills
 
     def remove(self, timeout: float = 5.0) -> None:
         """Remove the group once its processes are gone (the sandbox was stopped before)."""
+        self.oom_kills()  # the last count, for a kernel whose sandbox went with it
         deadline = time.monotonic() + timeout
         while True:
             try:

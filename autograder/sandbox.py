@@ -438,8 +438,9 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         # a forked kernel's folder is in its server's scratch; a cold kernel's is a scratch of its own
         self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root)) if self._server else make_scratch(
             "kernel-", root)
-        self._cold_memory_group = None
-        self._oom_kills_before = self._memory_group().oom_kills() if self._memory_group() else 0
+        # the memory group this kernel's processes are counted in, and its OOM kills before it started
+        self._memory = (self._server.memory_group, self._server.memory_group.oom_kills()) \
+            if self._server and self._server.memory_group else None
         ipc_dir = self._sandbox_dir / "ipc"
         ipc_dir.mkdir()
         self._use_private_ipc(ipc_dir)  # TCP cannot cross into the sandbox's network namespace
@@ -471,19 +472,16 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
                                   read_only=[KERNEL_LAUNCHER], uid=self._uid, **self._limits())
-        self._cold_memory_group = MemoryGroup.create(self.memory_limit)
-        if self._cold_memory_group:
-            command = self._cold_memory_group.wrap(command)
+        group = MemoryGroup.create(self.memory_limit)
+        if group:
+            command, self._memory = group.wrap(command), (group, 0)
         return await super()._async_launch_kernel(command, **kw)
-
-    def _memory_group(self) -> MemoryGroup | None:
-        return self._server.memory_group if self._server else self._cold_memory_group
 
     def oom_kills(self) -> int:
         """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
         its processes together held more than ``memory_limit``."""
-        group = self._memory_group()
-        return group.oom_kills() - self._oom_kills_before if group else 0
+        group, before = self._memory or (None, 0)
+        return group.oom_kills() - before if group else 0
 
     async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:
         """Wait until a forked kernel has bound its sockets (within a tenth of a second): a
@@ -505,8 +503,8 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
                 remove(str(self._sandbox_dir))
             else:
                 remove_scratch(self._sandbox_dir)
-                if self._cold_memory_group:
-                    self._cold_memory_group.remove()
+                if self._memory:
+                    self._memory[0].remove()
 
 
 class ReadOnlyOutputWidget(OutputWidget):

@@ -241,6 +241,20 @@ def test_a_library_handed_a_private_implementation_is_still_the_students_call():
     assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
 
 
+def test_a_private_implementation_handed_to_pytorch_to_call_is_still_the_students_call():
+    """torch.vmap calls what it is given from Python: up through PyTorch's own frames, each calling
+    the next directly, the caller is the student's code. PyTorch's dispatcher reaches the same
+    folders from C (a decomposition), which is no one's use."""
+    decompositions = _hidden_module("snoitisopmoced.pmoced_")
+    softmax = vars(decompositions)["_softmax"]
+    with ForbiddenCalls({}) as guard:
+        out = torch.vmap(softmax, in_dims=(0, None, None))(torch.randn(2, 3, 4), -1, False)
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS] and torch.allclose(out.sum(-1), torch.ones(2, 3))
+    with ForbiddenCalls({}) as guard:  # the same, with a function of the student's own
+        torch.vmap(lambda row: (row - row.max()).exp() / (row - row.max()).exp().sum())(torch.randn(2, 3))
+    assert guard.seen == []
+
+
 def test_switching_off_the_watch_is_a_forbidden_use():
     refs = _hidden_module("sfer_")
     switch = getattr(sys, "set" + "profile")
