@@ -1,6 +1,6 @@
 """Benchmark: a cold `jupyter-book build` of the whole site, then a rebuild with no change.
 
-    .venv/bin/python benchmarks/build_site.py
+    .venv/bin/python -m benchmarks.build_site
 
 Builds into a fresh temporary folder (`--path-output`), so the first build starts
 without jupyter-cache's executed notebooks, Sphinx's environment or the trained model
@@ -16,9 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from site_build import build_site  # noqa: E402
+from classroom.site import build_site
 
 TARGETS = {"cold build": 60.0, "no-change rebuild": 10.0}
 

@@ -3,8 +3,8 @@
 `python -m autograder grade --scheduler`; print the throughput, the throughput per worker and
 the scaling efficiency from 1 to N workers, and the local process pool (`--jobs N`) beside it.
 
-    .venv/bin/python benchmarks/cluster.py                         # 24 students of 01, 1 and 2 workers
-    .venv/bin/python benchmarks/cluster.py --students 200 --workers 1 4 16 --assignments 03-qkv
+    .venv/bin/python -m benchmarks.cluster                         # 24 students of 01, 1 and 2 workers
+    .venv/bin/python -m benchmarks.cluster --students 200 --workers 1 4 16 --assignments 03-qkv
 
 The class is benchmarks/grade_class.py's (a quarter each of correct, buggy, stub and broken
 notebooks). Each run's wall time includes what a run pays once: the CLI's course, each
@@ -33,9 +33,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from grade_class import build_class  # noqa: E402
+from benchmarks.grade_class import build_class
 
 DASK = Path(sys.executable).with_name("dask")
 

@@ -3,10 +3,10 @@ run, a subset with plain `nbgrader autograde` (one student per process); print
 throughput, the time per notebook, their ratio and peak memory, and check that both
 give the same scores.
 
-    .venv/bin/python benchmarks/grade_class.py --students 40 --plain 4
-    .venv/bin/python benchmarks/grade_class.py --students 1000 --plain 4   # the 8,000-notebook class
-    .venv/bin/python benchmarks/grade_class.py --students 40 --plain 0 --assignments 06-encoder   # one assignment
-    .venv/bin/python benchmarks/grade_class.py --students 40 --plain 0 --rerun 3   # with --cache, then 3 re-runs
+    .venv/bin/python -m benchmarks.grade_class --students 40 --plain 4
+    .venv/bin/python -m benchmarks.grade_class --students 1000 --plain 4   # the 8,000-notebook class
+    .venv/bin/python -m benchmarks.grade_class --students 40 --plain 0 --assignments 06-encoder   # one assignment
+    .venv/bin/python -m benchmarks.grade_class --students 40 --plain 0 --rerun 3   # with --cache, then 3 re-runs
 
 The class mixes, per assignment, correct notebooks, realistic bugs (from
 tests/corpus/), untouched stubs and broken files, a quarter each. Plain nbgrader runs
@@ -36,12 +36,9 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+from classroom import REPO, Results, load_corpus, make_submission, snapshot_grader, tree_digest
 
-from classroom import Results, load_corpus, make_submission, tree_digest  # noqa: E402
-
-from autograder.course import find_assignments  # noqa: E402
+from autograder.course import find_assignments
 
 KINDS = ["correct", "buggy", "stub", "broken"]
 
@@ -86,16 +83,6 @@ class MemorySampler(threading.Thread):
                 except psutil.Error:
                     pass
             self.peak = max(self.peak, total)
-
-
-def snapshot_grader(dest: Path, origin: Path = REPO) -> Path:
-    """A copy of the grader in ``origin`` and its source notebooks, which ``python -m autograder``
-    run from ``dest`` uses. The cache keys on both: re-runs from a copy measure the cache, not the
-    edits made to a working tree meanwhile."""
-    for folder in ("autograder", "attention_checks", "solutions"):
-        shutil.copytree(origin / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(origin / "pyproject.toml", dest)
-    return dest
 
 
 def _children_cpu() -> float:

@@ -10,7 +10,7 @@ a class of STUDENTS from ``python -m autograder tokens``), then
    waits until every accepted one is graded: none lost, throughput, and the time each waited
    (the service's own received and graded times).
 
-    python benchmarks/service.py [--runs 12] [--burst 200] [--students 50] [--jobs N]
+    .venv/bin/python -m benchmarks.service [--runs 12] [--burst 200] [--students 50] [--jobs N]
 
 It prints the machine's load average first: the figures are only comparable on the same load.
 """
@@ -28,9 +28,8 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 
-from test_service_support import Server, client, issue_tokens, notebook_text  # noqa: E402
+from classroom.service import Server, client, issue_tokens, notebook_text
 
 ASSIGNMENTS = ["01-self-attention", "02-softmax-scaling", "03-qkv", "04-multi-head", "05-masks", "06-encoder"]
 

@@ -1,6 +1,6 @@
 """Each assignment's corpus graded once per test session by the real CLI, for every test
 module that judges it (tests/test_grading.py, tests/test_hints.py): like the built site
-(site_build.py), a class is graded the first time a test asks for it and kept."""
+(classroom/site.py), a class is graded the first time a test asks for it and kept."""
 from __future__ import annotations
 
 import html

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from headless import Chromium, Page, find_chromium
-from site_build import REPO
+from classroom import REPO
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

@@ -29,10 +29,8 @@ from autograder import cache
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, _from_json
 from autograder.results import CellResult
+import classroom
 from classroom import REPO, Results, load_corpus, make_submission, notebook_name, tree_digest
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import grade_class  # noqa: E402 - its snapshot of the grader
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -60,7 +58,7 @@ if __name__ == "__main__":
 
 def snapshot_grader(dest: Path, origin: Path = REPO) -> Path:
     """A runnable copy of the grader in ``origin``, with the spy beside it."""
-    grade_class.snapshot_grader(dest, origin)
+    classroom.snapshot_grader(dest, origin)
     (dest / "spy.py").write_text(SPY)
     return dest
 

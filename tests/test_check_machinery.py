@@ -29,7 +29,7 @@ from attention_checks.probe import probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
 from attention_checks.record import MIME, Outcome, _encode_outcome
 from autograder.judge import Replay
-from notebook_harness import SourceNotebook, tf32
+from classroom.notebook import SourceNotebook, tf32
 
 NB = SourceNotebook("03-qkv")
 CPU = torch.device("cpu")
@@ -360,7 +360,7 @@ def test_inputs_changed_in_place_are_reported_and_do_not_confuse_the_diagnosis()
 
 def test_float32_tolerance_holds_for_tf32_matmuls():
     """Every sdpa test cell of the notebook passes with TF32-rounded matmuls."""
-    from notebook_harness import run_test_cell
+    from classroom.notebook import run_test_cell
 
     namespace = NB.student({"scaled_dot_product_attention": ""})
     namespace["scaled_dot_product_attention"] = _sdpa_tf32

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from attention_checks.additive_attention import check_additive_attention, check_lstm_attention_pooling
 from attention_checks.answers.judging import judged
-from notebook_harness import SourceNotebook
+from classroom.notebook import SourceNotebook
 
 NB = SourceNotebook("07-additive-attention")
 

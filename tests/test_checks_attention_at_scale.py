@@ -26,7 +26,7 @@ from attention_checks.attention_at_scale import (
     check_online_softmax,
     tile_budget,
 )
-from notebook_harness import SourceNotebook
+from classroom.notebook import SourceNotebook
 
 NB = SourceNotebook("09-attention-at-scale")
 CHECKS = [check_online_softmax, check_flash_attention, check_kv_cache, check_grouped_query_attention,

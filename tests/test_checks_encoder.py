@@ -28,7 +28,7 @@ from attention_checks.encoder import (
 )
 from attention_checks.probe import probe_all
 from attention_checks.record import _encode_outcome
-from notebook_harness import SourceNotebook, run_test_cell, tf32
+from classroom.notebook import SourceNotebook, run_test_cell, tf32
 
 NB = SourceNotebook("06-encoder")
 CPU = torch.device("cpu")

@@ -1,7 +1,7 @@
 """In-process tests of the 05-masks checks (attention_checks.masks, judged by
 attention_checks.answers.masks), driven by the source notebook: its own cells run here and each
 test cell is scored with nbgrader's `determine_grade` on the outputs a kernel would record
-(tests/notebook_harness.py).
+(classroom/notebook.py).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from notebook_harness import SourceNotebook, _nbgrader, load_corpus, run_test_cell, tf32 as _tf32
+from classroom.notebook import SourceNotebook, _nbgrader, load_corpus, run_test_cell, tf32 as _tf32
 
 from attention_checks.answers.judging import judge, judge_records, judged
 from attention_checks.core import CheckFailed

@@ -1,7 +1,7 @@
 """In-process tests of the 04-multi-head checks (attention_checks.multi_head, judged by
 attention_checks.answers.multi_head), driven by the source notebook: its own cells are executed
 (setup, reference solutions, test cells) and each test cell is scored with nbgrader's
-`determine_grade` on the outputs a kernel would record (tests/notebook_harness.py).
+`determine_grade` on the outputs a kernel would record (classroom/notebook.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from notebook_harness import SourceNotebook, load_corpus, run_test_cell, tf32
+from classroom.notebook import SourceNotebook, load_corpus, run_test_cell, tf32
 
 from attention_checks import CheckFailed
 from attention_checks.answers.judging import judge, judge_records, judged

@@ -27,7 +27,7 @@ from attention_checks.positions_generation import (
 )
 from attention_checks.probe import probe_all
 from attention_checks.record import _encode_outcome
-from notebook_harness import SourceNotebook
+from classroom.notebook import SourceNotebook
 
 NB = SourceNotebook("10-positions-and-generation")
 CPU = torch.device("cpu")

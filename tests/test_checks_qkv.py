@@ -13,7 +13,7 @@ import torch
 from attention_checks import CheckFailed
 from attention_checks.answers.judging import judged
 from attention_checks.qkv import check_project_qkv, check_scaled_dot_product_attention
-from notebook_harness import SourceNotebook
+from classroom.notebook import SourceNotebook
 
 NB = SourceNotebook("03-qkv")
 CPU = torch.device("cpu")

@@ -12,8 +12,8 @@ import torch
 from attention_checks import CheckFailed
 from attention_checks.answers.judging import judged
 from attention_checks.self_attention import check_attention_scores, check_simple_self_attention
-from notebook_harness import SourceNotebook
-from notebook_harness import tf32 as _tf32
+from classroom.notebook import SourceNotebook
+from classroom.notebook import tf32 as _tf32
 
 ASSIGNMENT = "01-self-attention"
 NB = SourceNotebook(ASSIGNMENT)

@@ -30,8 +30,8 @@ from attention_checks.softmax_scaling import (
     check_score_scale,
     check_softmax,
 )
-from notebook_harness import SourceNotebook, load_corpus
-from notebook_harness import tf32 as _tf32
+from classroom.notebook import SourceNotebook, load_corpus
+from classroom.notebook import tf32 as _tf32
 
 ASSIGNMENT = "02-softmax-scaling"
 NB = SourceNotebook(ASSIGNMENT)

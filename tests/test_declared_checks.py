@@ -20,7 +20,7 @@ from attention_checks import registry
 from attention_checks.answers.judging import answer_for, judged
 from autograder.course import find_assignments
 from classroom import REPO, secret_lines, written_answers
-from notebook_harness import SourceNotebook, _nbgrader, load_corpus
+from classroom.notebook import SourceNotebook, _nbgrader, load_corpus
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 CHECKS = list(registry.load_all().values())

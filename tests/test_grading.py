@@ -19,7 +19,6 @@ from graded_classes import GradedClass, graded_class
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
-sys.path.insert(0, str(REPO / "benchmarks"))  # hint_coverage's tally
 
 
 @pytest.fixture(scope="module", params=ASSIGNMENTS)
@@ -54,7 +53,7 @@ def test_every_failure_explains_itself(graded):
     """Issue 18's targets, on this assignment's buggy corpus as the CLI graded it: every buggy
     student gets a hint, at least 95% of the cases whose code raised get one, and no hint line
     stands detached from its case (benchmarks/hint_coverage.py prints the table)."""
-    from hint_coverage import targets_hold, tally
+    from classroom.hints import targets_hold, tally
 
     (row,) = tally([graded.assignment], graded.results, set(), prefix="corpus-")
     assert row.students, "no buggy student was graded"

@@ -3,13 +3,12 @@
 Every buggy corpus student of every assignment, as the real CLI graded it (the class
 tests/test_grading.py grades too, graded once per session: tests/graded_classes.py): its
 failing messages must hold its own ``# hint:``, and no hint line may hold another mistake's
-(the rule of benchmarks/hint_coverage.py's ``foreign_hints``, whose table shows it per
+(the rule of classroom/hints.py's ``foreign_hints``, whose table shows it per
 assignment). The rule itself is tested on made-up messages: it must find another mistake's
 hint, and let pass the student's own, one of the same mistake, and a hedged hint the student's
 file allows."""
 from __future__ import annotations
 
-import sys
 
 import pytest
 
@@ -17,8 +16,7 @@ from autograder.course import find_assignments
 from classroom import REPO, CorpusEntry
 from graded_classes import graded_class
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-from hint_coverage import foreign_hints, mistake_hints  # noqa: E402
+from classroom.hints import foreign_hints, mistake_hints
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

@@ -85,7 +85,7 @@ def test_the_distribution_is_the_students_edition(published):
     dist, _ = published
     setting = release.read_setting()
     present = {p.name for p in dist.iterdir()}
-    assert not present & {"solutions", "autograder", "tests", "instructor", "benchmarks"}
+    assert not present & {"solutions", "autograder", "tests", "instructor", "benchmarks", "classroom"}
     assert {"book", "exercises", "attention_checks", "README.md", "_config.yml", "_toc.yml", "dist"} <= present
     config = yaml.safe_load((dist / "_config.yml").read_text())
     assert config["repository"]["url"] == setting.repository

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from classroom import REPO, secret_lines
-from test_service_support import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
+from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

@@ -13,7 +13,7 @@ from jupyter_client.manager import start_new_kernel
 
 from classroom import REPO, make_submission
 from headless import Chromium, Page, find_chromium
-from test_service_support import ASSIGNMENT, Server, client, course_source, issue_tokens
+from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_service_support import Server, client, course_source, issue_tokens, notebook_text, wait_done
+from classroom.service import Server, client, course_source, issue_tokens, notebook_text, wait_done
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

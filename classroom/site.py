@@ -2,7 +2,7 @@
 
 tests/conftest.py makes the fixture available to every test module::
 
-    from site_build import site  # noqa: F401  (the fixture: Path of the built _build/html)
+    from classroom.site import site  # noqa: F401  (the fixture: Path of the built _build/html)
 
 However many modules import it, `jupyter-book build` runs once per session (into a
 temporary folder, `--warningiserror --keep-going`); a failed build fails each of

@@ -1,4 +1,7 @@
-"""Build classes of fake submissions from the release notebooks, and grade them.
+"""What the tests and the benchmarks share: classes of fake students, built from the release
+notebooks and the corpus (tests/corpus/), graded by the real command line; the package's
+modules hold the rest (``notebook``: a source notebook's test cells run in-process; ``hints``:
+the hint rule; ``site``: the book built once; ``service``: a submission service on a port).
 
 A submission starts as the release notebook a student downloads; each solution
 cell is then answered with the reference solution (from solutions/) unless the
@@ -12,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -22,7 +26,7 @@ import nbformat
 from autograder.publish import HEADER
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = REPO / "tests" / "corpus"
 
 
 def _nbgrader(cell) -> dict:
@@ -169,3 +173,13 @@ def tree_digest(root: Path) -> dict[str, str]:
     """Relative path -> sha256 of every file under root (to prove nothing changed)."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def snapshot_grader(dest: Path, origin: Path = REPO) -> Path:
+    """A copy of the grader in ``origin`` and its source notebooks, which ``python -m autograder``
+    run from ``dest`` uses. The cache keys on both: re-runs from a copy measure the cache, not the
+    edits made to a working tree meanwhile."""
+    for folder in ("autograder", "attention_checks", "solutions"):
+        shutil.copytree(origin / folder, dest / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(origin / "pyproject.toml", dest)
+    return dest
