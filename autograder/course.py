@@ -209,8 +209,10 @@ class Course:
         release = nbformat.read(self.root / "release" / assignment / f"{notebook}.ipynb", as_version=4)
         return {grade_id_of(c): c for c in release.cells if grade_id_of(c)}
 
+    @functools.cache
     def max_score(self, assignment: str, notebook: str) -> float:
-        """The autograded points of a notebook (its written answers are graded by hand)."""
+        """The autograded points of a notebook (its written answers are graded by hand): read from
+        the gradebook once, where ``generate`` put the source notebook's points."""
         with Gradebook(self.db_url, COURSE_ID) as gb:
             return gb.find_notebook(notebook, assignment).max_score - self.written_points(assignment, notebook)
 

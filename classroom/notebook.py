@@ -34,6 +34,19 @@ def _python(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
+CPU = torch.device("cpu")
+
+def check_report(check, fn, cases, points: float = 1, device: torch.device = CPU) -> tuple[float, str]:
+    """What a check says of ``fn`` in a student's notebook: the points it gives (all of them when it
+    returns nothing, 0 when it raises CheckFailed) and its report, printed or raised."""
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            score = check(fn, points=points, cases=cases, device=device)
+        except CheckFailed as failed:
+            return 0.0, str(failed)
+    return (points if score is None else float(score)), out.getvalue()
+
+
 def run_test_cell(cell, namespace: dict) -> tuple[float, str]:
     """Run a test cell as a kernel would, and grade its outputs as nbgrader does.
     Returns (points, everything it printed or raised)."""

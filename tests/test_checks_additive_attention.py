@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from attention_checks.additive_attention import check_additive_attention, check_lstm_attention_pooling
 from attention_checks.answers.judging import judged
-from classroom.notebook import SourceNotebook
+from classroom.notebook import SourceNotebook, check_report
 
 NB = SourceNotebook("07-additive-attention")
 
@@ -72,16 +72,6 @@ def test_every_known_mistake_is_told_apart_by_a_visible_case(check):
     assert NB.uncaught_mistakes(check) == set()
 
 
-def _report(check, student, cases) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            check(student, points=1, cases=cases, device=torch.device("cpu"))
-        except Exception as failed:  # noqa: BLE001 - CheckFailed carries the report
-            out.write(str(failed))
-    return out.getvalue()
-
-
 def test_misnamed_parameters_are_named_in_the_report():
     class Renamed(nn.Module):
         def __init__(self, query_size, key_size, hidden_size):
@@ -90,7 +80,7 @@ def test_misnamed_parameters_are_named_in_the_report():
             self.w_k = nn.Linear(key_size, hidden_size, bias=False)
             self.v = nn.Linear(hidden_size, 1, bias=False)
 
-    report = _report(check_additive_attention, Renamed, [dict()])
+    report = check_report(check_additive_attention, Renamed, [dict()])[1]
     assert "w_q.weight" in report and "w_q, w_k and v" in report, report
 
 
@@ -102,7 +92,7 @@ def test_an_extra_unused_parameter_is_allowed():
             super().__init__(hidden_size, num_heads, score)
             self.unused = nn.Parameter(torch.randn(3))
 
-    assert _report(check_lstm_attention_pooling, WithExtra, [dict(), dict(score="additive")]).startswith("✓")
+    assert check_report(check_lstm_attention_pooling, WithExtra, [dict(), dict(score="additive")])[1].startswith("✓")
 
 
 def test_training_exercise_learns_and_is_skipped_while_grading(monkeypatch):

@@ -6,8 +6,6 @@ student's code makes. (Layout, full marks, stub and corpus: tests/test_declared_
 tests/test_grading.py.)"""
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 
 import pytest
@@ -26,21 +24,11 @@ from attention_checks.attention_at_scale import (
     check_online_softmax,
     tile_budget,
 )
-from classroom.notebook import SourceNotebook
+from classroom.notebook import SourceNotebook, check_report
 
 NB = SourceNotebook("09-attention-at-scale")
 CHECKS = [check_online_softmax, check_flash_attention, check_kv_cache, check_grouped_query_attention,
           check_cached_decoding]
-
-
-def _report(check, student, cases) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        try:
-            check(student, points=1, cases=cases, device=torch.device("cpu"))
-        except Exception as failed:  # noqa: BLE001 - CheckFailed carries the report
-            out.write(str(failed))
-    return out.getvalue()
 
 
 @pytest.mark.parametrize("shape, block_size", [((3, 10), 4), ((2, 3, 9), 1), ((4, 5), 8), ((2, 12), 3)])
@@ -128,9 +116,9 @@ def test_a_whole_causal_mask_is_not_blockwise():
         torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)  # (L, S)
         return solution(q, k, v, block_size, causal)
 
-    report = _report(check_flash_attention, with_full_mask, [dict(causal=True, batch=(1,), E=2)])
+    report = check_report(check_flash_attention, with_full_mask, [dict(causal=True, batch=(1,), E=2)])[1]
     assert "NotBlockwise" in report and "whole (L, S) score matrix (or a mask of that size)" in report, report
-    assert _report(check_flash_attention, solution, [dict(causal=True)]).startswith("✓")
+    assert check_report(check_flash_attention, solution, [dict(causal=True)])[1].startswith("✓")
 
 
 def test_a_cache_that_is_not_used_fails_the_decoding_check():
@@ -142,8 +130,8 @@ def test_a_cache_that_is_not_used_fails_the_decoding_check():
         def forward(self, x, cache=None):
             return super().forward(x)
 
-    assert _report(check_grouped_query_attention, NoCache, [dict()]).startswith("✓")
-    assert "cases fail" in _report(check_cached_decoding, NoCache, [dict()])
+    assert check_report(check_grouped_query_attention, NoCache, [dict()])[1].startswith("✓")
+    assert "cases fail" in check_report(check_cached_decoding, NoCache, [dict()])[1]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)

@@ -28,21 +28,11 @@ from attention_checks.encoder import (
 )
 from attention_checks.probe import probe_all
 from attention_checks.record import _encode_outcome
-from classroom.notebook import SourceNotebook, run_test_cell, tf32
+from classroom.notebook import SourceNotebook, check_report, run_test_cell, tf32
 
 NB = SourceNotebook("06-encoder")
 CPU = torch.device("cpu")
 REFERENCE = NB.student()
-
-
-def _report(check, obj, cases, points: float = 1) -> tuple[float, str]:
-    """(points, what the check printed or raised)."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            score = check(obj, points=points, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return 0.0, str(failed)
-    return (points if score is None else float(score)), out.getvalue()
 
 
 LAYER_CASES = [dict(), dict(src_mask="causal"), dict(padding=True), dict(src_mask="random", padding=True)]
@@ -79,7 +69,7 @@ def _layer_norm_calling(how: str):
 
 @pytest.mark.parametrize("how", ["F", "torch", "aten", "swallowed", "module"])
 def test_layer_norm_from_pytorch_earns_nothing(how):
-    points, report = _report(check_layer_norm, _layer_norm_calling(how), [dict(), dict(init=True)])
+    points, report = check_report(check_layer_norm, _layer_norm_calling(how), [dict(), dict(init=True)])
     assert points == 0 and "earns no points" in report and "LayerNorm calls" in report, report
 
 
@@ -118,7 +108,7 @@ def _encoder_layer_using(how: str):
 
 @pytest.mark.parametrize("how", ["subclass", "fused", "built in forward", "unused submodule"])
 def test_encoder_layer_from_pytorch_earns_nothing(how):
-    points, report = _report(check_encoder_layer, _encoder_layer_using(how), [dict(), dict(padding=True)])
+    points, report = check_report(check_encoder_layer, _encoder_layer_using(how), [dict(), dict(padding=True)])
     name = "torch._transformer_encoder_layer_fwd" if how == "fused" else "nn.TransformerEncoderLayer"
     assert points == 0 and f"EncoderLayer calls {name}" in report, report
 
@@ -137,22 +127,22 @@ def test_encoder_from_pytorch_earns_nothing():
                 src = layer(src, mask, src_key_padding_mask)
             return src
 
-    points, report = _report(check_encoder, Wrapper, [dict()])
+    points, report = check_report(check_encoder, Wrapper, [dict()])
     assert points == 0 and "nn.TransformerEncoder" in report, report
 
 
 def test_allowed_modules_are_not_flagged():
     """nn.MultiheadAttention and nn.LayerNorm inside EncoderLayer are allowed, and the layer
     the Encoder check hands over is not a PyTorch encoder class."""
-    assert _report(check_encoder_layer, REFERENCE["EncoderLayer"], LAYER_CASES)[0] == 1
-    assert _report(check_encoder, REFERENCE["Encoder"], [dict(padding=True)])[0] == 1
+    assert check_report(check_encoder_layer, REFERENCE["EncoderLayer"], LAYER_CASES)[0] == 1
+    assert check_report(check_encoder, REFERENCE["Encoder"], [dict(padding=True)])[0] == 1
     assert not isinstance(enc.GivenEncoderLayer(8, 2, 16), (nn.TransformerEncoderLayer, nn.TransformerEncoder))
 
 
 def test_the_given_layer_is_no_answer_to_encoder_layer():
     """The only encoder layer a grading kernel holds is pre-norm: handed in as EncoderLayer it
     earns nothing (and is named, like PyTorch's own)."""
-    points, report = _report(check_encoder_layer, enc.GivenEncoderLayer, [dict()])
+    points, report = check_report(check_encoder_layer, enc.GivenEncoderLayer, [dict()])
     assert points == 0 and "GivenEncoderLayer" in report, report
 
 
@@ -278,7 +268,7 @@ def test_padded_positions_are_not_compared():
                 out = out.masked_fill(src_key_padding_mask[..., None], float("nan"))
             return out
 
-    assert _report(check_encoder_layer, NaNAtPadding, LAYER_CASES)[0] == 1
+    assert check_report(check_encoder_layer, NaNAtPadding, LAYER_CASES)[0] == 1
 
 
 def test_unknown_or_impossible_cases_are_instructor_errors():
@@ -368,7 +358,7 @@ def test_float64_inputs_computed_in_float32_fail():
         def forward(self, x):
             return super().forward(x.float()).double()
 
-    points, report = _report(check_layer_norm, Float32Inside, [dict(dtype="float64", init=True)])
+    points, report = check_report(check_layer_norm, Float32Inside, [dict(dtype="float64", init=True)])
     assert points < 1 and "float32 precision only" in report, report
 
 
@@ -379,7 +369,7 @@ def test_outputs_keep_the_inputs_dtype():
         def forward(self, x):
             return super().forward(x).float()
 
-    points, report = _report(check_feed_forward, AlwaysFloat32, [dict(), dict(dtype="float64")])
+    points, report = check_report(check_feed_forward, AlwaysFloat32, [dict(), dict(dtype="float64")])
     assert 0 < points < 1 and "dtype float32, expected float64" in report, report
 
 
@@ -487,7 +477,7 @@ def _encoder(**change):
     (check_encoder, _encoder(inverted=True), [dict(padding=True)], "src_key_padding_mask is inverted"),
 ])
 def test_more_diagnoses(check, obj, cases, hint):
-    points, report = _report(check, obj, cases)
+    points, report = check_report(check, obj, cases)
     assert points < 1 and hint in report, report
 
 
@@ -500,7 +490,7 @@ def test_readable_errors_when_the_weights_do_not_load():
             self.attention = self.self_attn
             del self.self_attn
 
-    points, report = _report(check_encoder_layer, Renamed, [dict()])
+    points, report = check_report(check_encoder_layer, Renamed, [dict()])
     assert points == 0 and "yours lacks self_attn.in_proj_weight" in report and "and 0 more" not in report
     assert "has no attention.in_proj_weight" in report and "self_attn, linear1, linear2, norm1, norm2" in report
 
@@ -508,7 +498,7 @@ def test_readable_errors_when_the_weights_do_not_load():
         def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
             super().__init__(d_model, nhead, 2 * dim_feedforward, dropout)
 
-    points, report = _report(check_encoder_layer, Wide, [dict()])
+    points, report = check_report(check_encoder_layer, Wide, [dict()])
     assert points == 0 and "size mismatch for linear1.weight" in report, report
 
 
@@ -519,14 +509,14 @@ def test_dropout_in_eval_mode_is_named_and_train_mode_cases_still_pass():
         def forward(self, x):
             return self.linear2(F.dropout(torch.relu(self.linear1(x)), self.dropout.p))
 
-    points, report = _report(check_feed_forward, AlwaysDropping, [dict(), dict(train=True, dropout=0.0)], points=2)
+    points, report = check_report(check_feed_forward, AlwaysDropping, [dict(), dict(train=True, dropout=0.0)], points=2)
     assert points == 1 and "dropout must be off in eval mode" in report, report
     # random numbers are drawn from fixed seeds: the same verdict at every grading, even where
     # both calls happen to drop the same units (a single token with few hidden units)
     cases = [dict(batch=(1,), L=1, E=5, F=3, seed=s) for s in range(8)]
     state = torch.random.get_rng_state()
-    first = _report(check_feed_forward, AlwaysDropping, cases)
-    assert all(_report(check_feed_forward, AlwaysDropping, cases) == first for _ in range(3))
+    first = check_report(check_feed_forward, AlwaysDropping, cases)
+    assert all(check_report(check_feed_forward, AlwaysDropping, cases) == first for _ in range(3))
     assert torch.equal(torch.random.get_rng_state(), state)
 
 
@@ -537,7 +527,7 @@ def test_dropout_in_eval_mode_is_named_and_train_mode_cases_still_pass():
 def _kernel_then_grader(check, obj, cases) -> tuple[tuple[float, str], tuple[float, str]]:
     """The verdict in the student's kernel, and the grader's verdict on what a grading kernel
     records (where the student's object is only a name and the references are rebuilt)."""
-    kernel = _report(check, obj, cases, points=2)
+    kernel = check_report(check, obj, cases, points=2)
     probed = probe_all(check, obj, cases, CPU)
     record = dict(check=check.name, forbidden=probed.forbidden,
                   outcomes=[_encode_outcome(o, like) for o, like in zip(probed.outcomes, probed.likes)])
@@ -578,7 +568,7 @@ def test_batch_norm_over_a_batch_of_one_is_not_blamed_on_the_initialisation():
             mean, var = x.mean(0, keepdim=True), x.var(0, keepdim=True, unbiased=False)
             return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
 
-    _, report = _report(check_layer_norm, OverTheBatch, [dict(dtype="float64", batch=(1,), L=3, E=6, init=True)])
+    _, report = check_report(check_layer_norm, OverTheBatch, [dict(dtype="float64", batch=(1,), L=3, E=6, init=True)])
     hint = next(line for line in report.splitlines() if line.strip().startswith("hint:"))
     assert "normalise over the wrong axis" in hint and "weight = ones" in hint, report
     assert "cannot tell them apart" in hint, report

@@ -6,18 +6,15 @@ test cell is scored with nbgrader's `determine_grade` on the outputs a kernel wo
 from __future__ import annotations
 
 import ast
-import contextlib
-import io
 import math
 
 import pytest
 import torch
 import torch.nn as nn
 
-from classroom.notebook import SourceNotebook, _nbgrader, load_corpus, run_test_cell, tf32 as _tf32
+from classroom.notebook import SourceNotebook, _nbgrader, check_report, load_corpus, run_test_cell, tf32 as _tf32
 
 from attention_checks.answers.judging import judge, judge_records, judged
-from attention_checks.core import CheckFailed
 from attention_checks.masks import (
     NONZERO,
     check_causal_mask,
@@ -195,32 +192,23 @@ def test_unknown_or_impossible_cases_are_an_instructor_error():
 # outputs: exact booleans, exact zeros, the recorder
 
 
-def _report(function: str, fn, cases) -> tuple[float | None, str]:
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            score = CHECKS[function](fn, points=1, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return 0.0, str(failed)
-    return score, out.getvalue()
-
-
 def test_masks_must_be_boolean_and_exact():
     reference = student()["padding_mask"]
-    score, text = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).to(torch.uint8), [dict()])
+    score, text = check_report(CHECKS["padding_mask"], lambda t, pad_id=0: reference(t, pad_id).to(torch.uint8), [dict()])
     assert score == 0.75 and "dtype uint8, expected bool" in text
-    score, _ = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).float() * 0.999, [dict()])
+    score, _ = check_report(CHECKS["padding_mask"], lambda t, pad_id=0: reference(t, pad_id).float() * 0.999, [dict()])
     assert score == 0.75  # right positions, wrong dtype
     one_off = lambda t, pad_id=0: reference(t, pad_id).index_put_((torch.tensor(0), torch.tensor(0)),  # noqa: E731
                                                                  torch.tensor(True))
-    score, text = _report("padding_mask", one_off, [dict()])
+    score, text = check_report(CHECKS["padding_mask"], one_off, [dict()])
     assert score < 1 and "values differ" in text
 
 
 def test_merge_result_is_compared_after_broadcasting():
     reference = student()["merge_masks"]
     expanded = lambda *a: torch.broadcast_to(reference(*a), (2, 3, 5, 5)).clone()  # noqa: E731
-    assert _report("merge_masks", expanded, [dict()])[0] is None
-    score, text = _report("merge_masks", lambda *a: reference(*a)[..., :2], [dict()])
+    assert check_report(CHECKS["merge_masks"], expanded, [dict()])[0] == 1
+    score, text = check_report(CHECKS["merge_masks"], lambda *a: reference(*a)[..., :2], [dict()])
     assert score == 0 and "shape (2, 1, 5, 2), expected (2, 3, 5, 5)" in text
 
 
@@ -235,18 +223,18 @@ def test_masked_weights_must_be_exactly_zero(fill, passes):
         weights = scores.softmax(-1)
         return weights @ value, weights
 
-    score, text = _report("masked_attention", attention, [dict(dtype="float64"), dict(H=2)])
+    score, text = check_report(CHECKS["masked_attention"], attention, [dict(dtype="float64"), dict(H=2)])
     if passes:
-        assert score is None, text
+        assert score == 1, text
     else:
         assert 0 < score < 1 and f"{NONZERO} : got" in text and "exactly 0" in text
 
 
 def test_malformed_attention_results():
     reference = student()["masked_attention"]
-    score, text = _report("masked_attention", lambda *a, **k: reference(*a, **k)[0], [dict()])
+    score, text = check_report(CHECKS["masked_attention"], lambda *a, **k: reference(*a, **k)[0], [dict()])
     assert score == 0 and "it must return a tuple (output, weights)" in text
-    score, text = _report("masked_attention", lambda *a, **k: (reference(*a, **k)[0], None), [dict()])
+    score, text = check_report(CHECKS["masked_attention"], lambda *a, **k: (reference(*a, **k)[0], None), [dict()])
     assert 0 < score < 1 and "expected a tensor, got NoneType" in text
 
 
@@ -305,7 +293,7 @@ def _merge_bug(change: str):
     ("as is", [dict(attn="none", B=3, L=3)], "as (B, S) it is read as (L, S)"),
 ])
 def test_more_merge_diagnoses(change, cases, hint):
-    _, text = _report("merge_masks", _merge_bug(change), cases)
+    _, text = check_report(CHECKS["merge_masks"], _merge_bug(change), cases)
     assert hint in text, text
 
 
@@ -335,14 +323,14 @@ def _attention_bug(change: str):
     ("padding inverted", [dict(H=2, attn="random")], "Your mask is inverted"),
 ])
 def test_more_attention_diagnoses(change, cases, hint):
-    _, text = _report("masked_attention", _attention_bug(change), cases)
+    _, text = check_report(CHECKS["masked_attention"], _attention_bug(change), cases)
     assert hint in text, text
 
 
 def test_padding_transposed_and_causal_hints():
-    _, text = _report("padding_mask", lambda t, pad_id=0: (t == pad_id).T, [dict(B=2, S=6)])
+    _, text = check_report(CHECKS["padding_mask"], lambda t, pad_id=0: (t == pad_id).T, [dict(B=2, S=6)])
     assert "transposed" in text
-    _, text = _report("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).triu(1).T, [dict(size=4)])
+    _, text = check_report(CHECKS["causal_mask"], lambda n: torch.ones(n, n, dtype=torch.bool).triu(1).T, [dict(size=4)])
     assert "below the diagonal" in text  # the lower triangle without the diagonal
 
 
@@ -353,20 +341,20 @@ def test_padding_transposed_and_causal_hints():
 def test_structure_hints_name_the_dtype_and_not_the_input():
     """An int64 mask from int64 token ids: the report asks for bool, not 'the input's' dtype."""
     reference = student()["padding_mask"]
-    _, text = _report("padding_mask", lambda t, pad_id=0: reference(t, pad_id).long(), [dict()])
+    _, text = check_report(CHECKS["padding_mask"], lambda t, pad_id=0: reference(t, pad_id).long(), [dict()])
     assert "dtype int64, expected bool;" in text and "the input's" not in text
     assert "as a boolean tensor" in text
 
 
 def test_a_one_token_causal_mask_gets_no_guess():
     """For size 1 an inverted mask and a masked diagonal are the same [[True]]: no hint guesses."""
-    _, text = _report("causal_mask", lambda n: torch.ones(n, n, dtype=torch.bool).tril(), [dict(size=1), dict(size=4)])
+    _, text = check_report(CHECKS["causal_mask"], lambda n: torch.ones(n, n, dtype=torch.bool).tril(), [dict(size=1), dict(size=4)])
     one, four = text.split("case 2")
     assert "hint" not in one and "True where attention is allowed" in four, text
 
 
 def test_nan_counts_come_without_a_zero_error():
-    _, text = _report("causal_mask", lambda n: torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
+    _, text = check_report(CHECKS["causal_mask"], lambda n: torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1),
                                                                             float("-inf")), [dict(size=3)])
     assert "max abs error 0 " not in text and "float mask" in text, text
 
@@ -384,7 +372,7 @@ def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug, hint):
                                 bug)
     assert source != SOLUTIONS["masked_attention"]
     fn = student({"masked_attention": source})["masked_attention"]
-    _, text = _report("masked_attention", fn, [dict(H=2), dict(attn="none")])
+    _, text = check_report(CHECKS["masked_attention"], fn, [dict(H=2), dict(attn="none")])
     assert "raised" in text and hint in text, text
     for block in text.split("\n\n")[1:]:  # every line of a case under it (an exception's own lines left out)
         assert block.startswith("case ") and all(line.startswith("    ") for line in block.splitlines()[1:]), block

@@ -5,8 +5,6 @@ attention_checks.answers.multi_head), driven by the source notebook: its own cel
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import re
 
@@ -15,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from classroom.notebook import SourceNotebook, load_corpus, run_test_cell, tf32
+from classroom.notebook import SourceNotebook, check_report, load_corpus, run_test_cell, tf32
 
 from attention_checks import CheckFailed
 from attention_checks.answers.judging import judge, judge_records, judged
@@ -45,16 +43,6 @@ MASK_KEYS = ("key_padding_mask", "attn_mask")
 GRADED = ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count", "mha_multiply_adds"]
 CHECKS = {"check_split_heads", "check_merge_heads", "check_multi_head_attention", "check_mha_parameter_count",
           "check_mha_multiply_adds"}
-
-
-def report(check, fn, cases) -> str:
-    """What a check says in a student's notebook, printed or raised."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            check(fn, points=1, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return str(failed)
-    return out.getvalue()
 
 
 # --------------------------------------------------------------------------
@@ -211,7 +199,7 @@ def test_the_reference_may_use_scaled_dot_product_attention():
             F.scaled_dot_product_attention(query, key, value)
             return out, weights
 
-    assert report(check_multi_head_attention, WithSDPA, SMALL).startswith("✓")
+    assert check_report(check_multi_head_attention, WithSDPA, SMALL)[1].startswith("✓")
 
 
 # --------------------------------------------------------------------------
@@ -328,9 +316,9 @@ def test_numbers_in_other_types_are_taken_as_ints():
     for answer in (lambda E, H, bias=True: np.int64(4 * E * E + 4 * E),
                    lambda E, H, bias=True: torch.tensor(4 * E * E + 4 * E),
                    lambda E, H, bias=True: float(4 * E * E + 4 * E)):
-        assert report(check_mha_parameter_count, answer, [dict(), dict(embed_dim=8)]).startswith("✓")
-    assert "got '1088', expected 1088" in report(check_mha_parameter_count, lambda E, H, bias=True: "1088", [dict()])
-    assert "got 1088.5, expected 1088" in report(check_mha_parameter_count, lambda E, H, bias=True: 1088.5, [dict()])
+        assert check_report(check_mha_parameter_count, answer, [dict(), dict(embed_dim=8)])[1].startswith("✓")
+    assert "got '1088', expected 1088" in check_report(check_mha_parameter_count, lambda E, H, bias=True: "1088", [dict()])[1]
+    assert "got 1088.5, expected 1088" in check_report(check_mha_parameter_count, lambda E, H, bias=True: 1088.5, [dict()])[1]
 
 
 def _builders():
@@ -438,7 +426,7 @@ def test_outputs_on_another_dtype_lose_the_structure_share():
             out, weights = super().forward(query, *args, **kwargs)
             return out.double(), weights
 
-    text = report(check_multi_head_attention, Float64Out, [dict()])
+    text = check_report(check_multi_head_attention, Float64Out, [dict()])[1]
     assert "dtype float64, expected float32" in text
 
 
@@ -483,7 +471,7 @@ def _mha_variant(**change):
     (dict(summed=True), [dict(H=4)], "summed over the heads"),
 ])
 def test_more_mha_diagnoses(change, cases, hint):
-    text = report(check_multi_head_attention, _mha_variant(**change), cases)
+    text = check_report(check_multi_head_attention, _mha_variant(**change), cases)[1]
     assert hint in text, text
 
 
@@ -492,15 +480,15 @@ def test_more_mha_diagnoses(change, cases, hint):
     (lambda x: x.sum(1), "You sum the heads"),
 ])
 def test_more_merge_diagnoses(fn, hint):
-    assert hint in report(check_merge_heads, fn, [dict()])
+    assert hint in check_report(check_merge_heads, fn, [dict()])[1]
 
 
 def test_more_count_diagnoses():
     def one_head(E, H, bias=True):
         return 3 * E * (E // H) + 3 * (E // H) + E * E + E
 
-    assert "shrinks with num_heads" in report(check_mha_parameter_count, one_head, [dict(), dict(num_heads=8)])
-    only_attention = report(check_mha_multiply_adds, lambda n, d, h: 2 * n * n * d, [dict()])
+    assert "shrinks with num_heads" in check_report(check_mha_parameter_count, one_head, [dict(), dict(num_heads=8)])[1]
+    only_attention = check_report(check_mha_multiply_adds, lambda n, d, h: 2 * n * n * d, [dict()])[1]
     assert "leaves out the projections" in only_attention
 
 
@@ -517,8 +505,8 @@ def test_a_float_mask_used_as_a_boolean_is_named():
             as_bool = [None if m is None else m != 0 for m in (key_padding_mask, attn_mask)]
             return super().forward(query, key, value, *as_bool, **kwargs)
 
-    text = report(check_multi_head_attention, FloatAsBool, [dict(key_padding_mask="float"),
-                                                             dict(attn_mask="float", L=4, S=6)])
+    text = check_report(check_multi_head_attention, FloatAsBool, [dict(key_padding_mask="float"),
+                                                             dict(attn_mask="float", L=4, S=6)])[1]
     assert "float mask is used as a boolean" in text, text
     assert "hint" not in text.split("... and")[-1] or "case" in text.split("... and")[-1]
 
@@ -536,7 +524,7 @@ def test_crashes_get_a_hint_from_the_exception_and_the_contract(bug):
         cases, hint = [dict(), dict(key_padding_mask="bool")], "einsum subscripts name 3 dimensions, but the tensor has 4"
     assert source != solution
     ns = MASKED.student({"MultiHeadAttention": source})
-    text = report(check_multi_head_attention, ns["MultiHeadAttention"], cases)
+    text = check_report(check_multi_head_attention, ns["MultiHeadAttention"], cases)[1]
     assert "raised" in text and hint in text, text
     assert set(re.findall(r"hint: (.+)", text)) - {"as above"} == {next(h for h in re.findall(r"hint: (.+)", text))}
 
@@ -552,7 +540,7 @@ def test_no_hint_stands_after_the_cases_it_belongs_to():
             return (out, weights) if self.num_heads == 1 else (out * 0, weights)
 
     cases = [dict(), dict(L=3), dict(L=4), dict(L=6), dict(H=1, E=6), dict(need_weights=False)]
-    text = report(check_multi_head_attention, NoScaleWithHeads, cases)
+    text = check_report(check_multi_head_attention, NoScaleWithHeads, cases)[1]
     for block in text.split("\n\n")[1:]:
         lines = block.splitlines()
         assert not any(line.lstrip().startswith("hint:") for line in lines) or lines[0].startswith("case "), block

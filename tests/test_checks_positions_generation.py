@@ -5,15 +5,12 @@ cases sit far from a top-p boundary, and diagnoses the corpus does not cover nam
 (Layout, full marks, stub and corpus: tests/test_declared_checks.py and tests/test_grading.py.)"""
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import math
 
 import pytest
 import torch
 
-from attention_checks import CheckFailed
 from attention_checks.answers.judging import judge, judge_records, judged
 from attention_checks.answers.positions_generation import beam, distribution, keep_top_p, rope
 from attention_checks.positions_generation import (
@@ -27,7 +24,7 @@ from attention_checks.positions_generation import (
 )
 from attention_checks.probe import probe_all
 from attention_checks.record import _encode_outcome
-from classroom.notebook import SourceNotebook
+from classroom.notebook import SourceNotebook, check_report
 
 NB = SourceNotebook("10-positions-and-generation")
 CPU = torch.device("cpu")
@@ -39,15 +36,6 @@ def _cases(name: str) -> list[dict]:
     """Every case of the notebook's test cells (visible and hidden) for one check."""
     function = CHECKS[name].function_name
     return [spec for gid, cell in NB.tests.items() if f"{function}(" in cell.source for spec in NB.cases(gid)]
-
-
-def _report(name: str, fn, cases) -> tuple[float | None, str]:
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            score = CHECKS[name](fn, points=1, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return 0.0, str(failed)
-    return score, out.getvalue()
 
 
 @pytest.mark.parametrize("check", CHECKS.values(), ids=lambda c: c.name)
@@ -94,7 +82,7 @@ def test_a_shift_invariant_bug_loses_the_output_but_not_the_drift():
     """positions + 1 is still a rotation: the output is wrong, the score drift right (so the
     report says which part of the contract is broken)."""
     apply_rope = NB.student()["apply_rope"]
-    score, text = _report("apply_rope", lambda x, p, base=10000.0: apply_rope(x, p + 1, base), [dict(dtype="float64")])
+    score, text = check_report(CHECKS["apply_rope"], lambda x, p, base=10000.0: apply_rope(x, p + 1, base), [dict(dtype="float64")])
     assert 0 < score < 1 and "output" in text and "values differ" in text
     assert f"{DRIFT} : shape" in text and f"{DRIFT} : shape (2, 6, 6) ok; values ok" in text, text
     assert "position 0 is not rotated" in text
@@ -106,7 +94,7 @@ def test_adding_a_position_vector_is_not_relative():
         D = x.shape[-1]
         angle = positions.to(x.dtype)[:, None] * base ** (-torch.arange(0, D, 2, dtype=x.dtype, device=x.device) / D)
         return x + torch.cat([angle.sin(), angle.cos()], -1)
-    score, text = _report("apply_rope", added, [dict()])
+    score, text = check_report(CHECKS["apply_rope"], added, [dict()])
     assert score == 0.25 and f"{DRIFT} : shape (2, 6, 6) ok; values differ" in text, text  # structure only
 
 
@@ -204,7 +192,7 @@ def test_a_distribution_with_no_token_left_gets_its_hint():
     def none_kept(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         probs = distribution(logits, temperature, top_k, top_p, bug="top-p one too few, none kept")
         return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-    score, text = _report("sample_next", none_kept, [dict(top_p=0.3, std=3.0, seed=1)])
+    score, text = check_report(CHECKS["sample_next"], none_kept, [dict(top_p=0.3, std=3.0, seed=1)])
     assert score == 0 and "raised RuntimeError" in text and "always keeps the most probable token" in text, text
 
 
@@ -249,10 +237,10 @@ def test_the_visible_cases_have_a_beam_that_beats_greedy():
 
 def test_malformed_beam_results():
     fn = NB.student()["beam_search"]
-    score, text = _report("beam_search", lambda *a: fn(*a)[0], [dict()])
+    score, text = check_report(CHECKS["beam_search"], lambda *a: fn(*a)[0], [dict()])
     assert score == 0 and "it must return a tuple (tokens, score)" in text
-    score, _ = _report("beam_search", lambda *a: (fn(*a)[0].tolist(), torch.tensor(fn(*a)[1])), [dict()])
-    assert score is None  # a list of tokens and a 0-dim tensor score are read as the contract's types
+    score, _ = check_report(CHECKS["beam_search"], lambda *a: (fn(*a)[0].tolist(), torch.tensor(fn(*a)[1])), [dict()])
+    assert score == 1  # a list of tokens and a 0-dim tensor score are read as the contract's types
 
 
 # --------------------------------------------------------------------------

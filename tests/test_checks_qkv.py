@@ -3,17 +3,14 @@ diagnoses the corpus does not cover name their mistakes. (Layout, full marks, st
 corpus: tests/test_declared_checks.py; the shared machinery: tests/test_check_machinery.py.)"""
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 
 import pytest
 import torch
 
-from attention_checks import CheckFailed
 from attention_checks.answers.judging import judged
 from attention_checks.qkv import check_project_qkv, check_scaled_dot_product_attention
-from classroom.notebook import SourceNotebook
+from classroom.notebook import SourceNotebook, check_report
 
 NB = SourceNotebook("03-qkv")
 CPU = torch.device("cpu")
@@ -62,16 +59,6 @@ def _buggy(**change):
     return sdpa
 
 
-def _report(fn, cases) -> str:
-    """What a check of fn says, printed or raised."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            check_scaled_dot_product_attention(fn, points=1, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return str(failed)
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("change, cases, hint", [
     (dict(flip=True), [dict(is_causal=True)], "causal mask is flipped"),
     (dict(diagonal=-1), [dict(is_causal=True, L=4, S=6)], "attend key i itself"),
@@ -81,7 +68,7 @@ def _report(fn, cases) -> str:
     (dict(falsy_scale=True), [dict(scale=0.0)], "scale=0.0 is a value, not the default"),
 ])
 def test_more_diagnoses(change, cases, hint):
-    report = _report(_buggy(**change), cases)
+    report = check_report(check_scaled_dot_product_attention, _buggy(**change), cases)[1]
     assert hint in report, report
 
 

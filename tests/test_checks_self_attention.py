@@ -9,10 +9,9 @@ import math
 import pytest
 import torch
 
-from attention_checks import CheckFailed
 from attention_checks.answers.judging import judged
 from attention_checks.self_attention import check_attention_scores, check_simple_self_attention
-from classroom.notebook import SourceNotebook
+from classroom.notebook import SourceNotebook, check_report
 from classroom.notebook import tf32 as _tf32
 
 ASSIGNMENT = "01-self-attention"
@@ -77,21 +76,12 @@ def test_reference_weights_agree_with_pytorch_output():
         torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1], dtype=torch.float64))
 
 
-def _report(check, fn, cases) -> str:
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            check(fn, points=1, cases=cases, device=CPU)
-        except CheckFailed as failed:
-            return str(failed)
-    return out.getvalue()
-
-
 def test_inputs_modified_in_place_do_not_confuse_the_diagnosis():
     def scales_in_place(x):
         x /= x.size(-1) ** 0.25  # x xᵀ / sqrt(D), and the caller's tensor changes
         return x @ x.transpose(-2, -1)
 
-    report = _report(check_attention_scores, scales_in_place, [dict(dtype="float64")])
+    report = check_report(check_attention_scores, scales_in_place, [dict(dtype="float64")])[1]
     assert "x @ xᵀ" in report and "scaling belongs to simple_self_attention" in report, report
 
 
@@ -100,7 +90,7 @@ def test_float64_computed_in_float32_is_reported():
         y = x.float()
         return (y @ y.transpose(-2, -1)).to(x.dtype)
 
-    report = _report(check_attention_scores, in_float32, [dict(dtype="float64")])
+    report = check_report(check_attention_scores, in_float32, [dict(dtype="float64")])[1]
     assert "float32 precision only" in report, report
 
 
@@ -142,7 +132,7 @@ def test_a_look_alike_mistake_is_named_beside_the_students_own():
         weights = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.size(1)), dim=-1)
         return weights @ x, weights
 
-    report = _report(check_simple_self_attention, divides_by_sqrt_length, [dict(B=1, L=4, D=512, std=0.2)])
+    report = check_report(check_simple_self_attention, divides_by_sqrt_length, [dict(B=1, L=4, D=512, std=0.2)])[1]
     hint = next(line for line in report.splitlines() if line.strip().startswith("hint:"))
     assert "cannot tell them apart" in hint, report
     own, alike = hint.find("divided by sqrt(L)"), hint.find("without the scaling")

@@ -8,8 +8,6 @@ a folder that holds it, made with
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import os
 
@@ -30,7 +28,7 @@ from attention_checks.softmax_scaling import (
     check_score_scale,
     check_softmax,
 )
-from classroom.notebook import SourceNotebook, load_corpus
+from classroom.notebook import SourceNotebook, check_report, load_corpus
 from classroom.notebook import tf32 as _tf32
 
 ASSIGNMENT = "02-softmax-scaling"
@@ -104,22 +102,12 @@ def test_softmax_inputs():
         assert expected.isfinite().all() and torch.allclose(expected.sum(-1), torch.ones(2, dtype=torch.float64))
 
 
-def _report(check, fn, cases, **kwargs) -> tuple[float | None, str]:
-    """The score and the text of a check of fn (0 when it raises CheckFailed)."""
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        try:
-            score = check(fn, points=1, cases=cases, **kwargs)
-        except CheckFailed as failed:
-            return 0.0, str(failed)
-    return (1.0 if score is None else float(score)), out.getvalue()
-
-
 def test_overflowing_softmax_is_diagnosed():
     def naive(x, dim=-1):
         e = x.exp()
         return e / e.sum(dim, keepdim=True)
 
-    score, report = _report(check_softmax, naive, [dict(), dict(shift=1e4), dict(std=1e4, dtype="float64")],
+    score, report = check_report(check_softmax, naive, [dict(), dict(shift=1e4), dict(std=1e4, dtype="float64")],
                             device=CPU)
     assert 0 < score < 1 and "NaN/inf where the reference has none" in report
     assert "subtract the maximum along `dim`" in report, report
@@ -130,7 +118,7 @@ def test_inputs_modified_in_place_do_not_confuse_the_diagnosis():
         x.exp_()  # the caller's tensor changes
         return x / x.sum(dim, keepdim=True)
 
-    _, report = _report(check_softmax, exp_in_place, [dict(shift=1e4)], device=CPU)
+    _, report = check_report(check_softmax, exp_in_place, [dict(shift=1e4)], device=CPU)
     assert "overflows or underflows" in report, report
 
 
@@ -236,7 +224,7 @@ def test_forbidden_calls_elsewhere_are_fine():
         torch.softmax(q, -1)
         return torch.var((q * k).sum(-1))
 
-    assert _report(check_dot_product_variance, variance_with_softmax, [dict()], device=CPU)[0] == 1
+    assert check_report(check_dot_product_variance, variance_with_softmax, [dict()], device=CPU)[0] == 1
 
 
 # --------------------------------------------------------------------------
@@ -255,7 +243,7 @@ def test_forbidden_calls_elsewhere_are_fine():
     (lambda d_k, var_q=1.0, var_k=1.0: torch.ones(2), 0),
 ])
 def test_score_scale_takes_numbers(answer, points):
-    score, report = _report(check_score_scale, answer, [dict(d_k=64), dict(d_k=8, var_q=2.0, var_k=3.0)])
+    score, report = check_report(check_score_scale, answer, [dict(d_k=64), dict(d_k=8, var_q=2.0, var_k=3.0)])
     assert score == points, report
 
 
@@ -263,7 +251,7 @@ def test_score_scale_partial_credit_and_hints():
     def ignores_variances(d_k, var_q=1.0, var_k=1.0):
         return d_k**-0.5
 
-    score, report = _report(check_score_scale, ignores_variances, [dict(d_k=64), dict(d_k=8, var_q=2.0, var_k=3.0)])
+    score, report = check_report(check_score_scale, ignores_variances, [dict(d_k=64), dict(d_k=8, var_q=2.0, var_k=3.0)])
     assert score == 0.5 and "ignores var_q and var_k" in report and "d_k=8, var_q=2, var_k=3" in report, report
 
 
@@ -282,7 +270,7 @@ def test_float64_inputs_need_float64_arithmetic():
     def variance_in_float32(q, k):
         return torch.var((q.float() * k.float()).sum(-1)).to(q.dtype)
 
-    score, report = _report(check_dot_product_variance, variance_in_float32, [dict(dtype="float64", n=400, d_k=32)],
+    score, report = check_report(check_dot_product_variance, variance_in_float32, [dict(dtype="float64", n=400, d_k=32)],
                             device=CPU)
     assert score == 0.25 and "float32 precision only" in report, report
 
