@@ -95,19 +95,9 @@ def draw_symbol(ax, x0, text, width=1.6, y=2.5, fontsize=13):
 # Sliders for the static site
 # ---------------------------------------------------------------------------
 
-_SLIDER_JS = r"""
-(function () {
-  var root = document.getElementById(%(id)s);
-  var data = %(data)s;
-  var input = root.querySelector("input.course-slider");
-  var svg = root.querySelector("svg.course-slider-plot");
-  var readout = root.querySelector(".course-slider-value");
-  var caption = root.querySelector(".course-slider-caption");
-  var NS = "http://www.w3.org/2000/svg";
-  var PW = data.panelWidth, PH = data.panelHeight;
-  var M = {left: 46, right: 10, top: 24, bottom: 30};
-
-  function el(tag, attrs, text) {
+# What both widgets' scripts draw with (inside a function that has `svg` and `NS`): an SVG element
+# added to the plot, and a number written short.
+_SVG_HELPERS = r"""  function el(tag, attrs, text) {
     var e = document.createElementNS(NS, tag);
     for (var k in attrs) { e.setAttribute(k, attrs[k]); }
     if (text !== undefined) { e.textContent = text; }
@@ -120,7 +110,21 @@ _SLIDER_JS = r"""
     if (a >= 1000 || a < 0.01) { return v.toExponential(0); }
     if (a >= 10) { return v.toFixed(0); }
     return v.toFixed(2).replace(/\.?0+$/, "");
-  }
+  }"""
+
+_SLIDER_JS = r"""
+(function () {
+  var root = document.getElementById(%(id)s);
+  var data = %(data)s;
+  var input = root.querySelector("input.course-slider");
+  var svg = root.querySelector("svg.course-slider-plot");
+  var readout = root.querySelector(".course-slider-value");
+  var caption = root.querySelector(".course-slider-caption");
+  var NS = "http://www.w3.org/2000/svg";
+  var PW = data.panelWidth, PH = data.panelHeight;
+  var M = {left: 46, right: 10, top: 24, bottom: 30};
+
+%(svg_helpers)s
   function draw(step) {
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
     data.panels.forEach(function (p, k) {
@@ -206,7 +210,7 @@ def bar_slider(widget_id: str, label: str, labels, panels, captions=None, start:
   <p class="course-slider-caption" id="{wid}-caption" style="margin:0.2em 0 0 0;min-height:2.6em"></p>
   <noscript>This interactive figure needs JavaScript.</noscript>
 </div>
-<script>{_SLIDER_JS % {"id": json.dumps(widget_id), "data": payload}}</script>
+<script>{_SLIDER_JS % {"id": json.dumps(widget_id), "data": payload, "svg_helpers": _SVG_HELPERS}}</script>
 """
     return HTML(markup)
 
@@ -226,20 +230,7 @@ _EXPLORER_JS = r"""
   var PW = data.panelWidth, PH = data.panelHeight;
   var M = {left: 52, right: 10, top: 24, bottom: 34};
 
-  function el(tag, attrs, text) {
-    var e = document.createElementNS(NS, tag);
-    for (var k in attrs) { e.setAttribute(k, attrs[k]); }
-    if (text !== undefined) { e.textContent = text; }
-    svg.appendChild(e);
-    return e;
-  }
-  function fmt(v) {
-    var a = Math.abs(v);
-    if (a === 0) { return "0"; }
-    if (a >= 1000 || a < 0.01) { return v.toExponential(0); }
-    if (a >= 10) { return v.toFixed(0); }
-    return v.toFixed(2).replace(/\.?0+$/, "");
-  }
+%(svg_helpers)s
   function mix(c0, c1, t) {  // two "#rrggbb" colours, t in [0, 1]
     var out = "#";
     for (var i = 1; i < 7; i += 2) {
@@ -456,7 +447,7 @@ def explorer(widget_id: str, controls: list[dict], panels: list[dict], caption=N
   <p class="course-slider-caption" id="{wid}-caption" style="margin:0.2em 0 0 0;min-height:2.6em"></p>
   <noscript>This interactive figure needs JavaScript.</noscript>
 </div>
-<script>{_EXPLORER_JS % {"id": json.dumps(widget_id), "data": payload}}</script>
+<script>{_EXPLORER_JS % {"id": json.dumps(widget_id), "data": payload, "svg_helpers": _SVG_HELPERS}}</script>
 """
     return HTML(markup)
 
