@@ -53,3 +53,14 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def site(tmp_path_factory) -> Path:
     """The built site (its _build/html folder)."""
     return built_site(tmp_path_factory)
+
+
+def chapter_notebooks():
+    """The book's extension book/_ext/chapter_notebooks.py (Sphinx loads it from its folder), as a
+    module: the pages of _toc.yml, the chapters as notebooks."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("chapter_notebooks", REPO / "book" / "_ext" / "chapter_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -31,23 +31,15 @@ import yaml
 
 from headless import Chromium, Page, find_chromium
 from classroom import REPO
+from classroom.site import chapter_notebooks
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
 ARTIFACTS = REPO / "test-artifacts" / "browser"
 CONFIG = yaml.safe_load((REPO / "_config.yml").read_text())
-TOC = yaml.safe_load((REPO / "_toc.yml").read_text())
 
 
-def _toc_files(entries: list) -> list[str]:
-    files = []
-    for entry in entries:
-        files += [entry["file"]] if "file" in entry else []
-        files += _toc_files(entry.get("chapters", []) + entry.get("sections", []))
-    return files
-
-
-PAGES = [TOC["root"]] + _toc_files(TOC.get("parts", []) + TOC.get("chapters", []))
+PAGES = chapter_notebooks().pages()
 CHAPTERS = [p for p in PAGES if re.fullmatch(r"book/\d\d-[^/]+", p)]
 EXERCISES = [p for p in PAGES if p.startswith("exercises/")]
 # The kernel-free interactive figures (book/plots.py: bar_slider, explorer) each chapter must have.

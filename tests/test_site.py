@@ -11,6 +11,7 @@ import yaml
 
 from autograder.course import find_assignments
 from classroom import REPO, notebook_name, secret_lines
+from classroom.site import chapter_notebooks
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -77,24 +78,15 @@ def test_no_solution_reaches_the_site(site):
 
 
 # -- the chapters as notebooks, for Colab -----------------------------------------------------
-def _chapter_notebooks():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("chapter_notebooks", REPO / "book" / "_ext" / "chapter_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_every_chapter_has_its_notebook_up_to_date():
     # Regenerate with: python book/_ext/chapter_notebooks.py
-    chapter_notebooks = _chapter_notebooks()
-    chapters = chapter_notebooks.chapters()
+    extension = chapter_notebooks()
+    chapters = extension.chapters()
     assert len(chapters) >= 6, chapters
     for source in chapters:
         target = source.with_suffix(".ipynb")
         assert target.is_file(), f"{target.name} is missing: run python book/_ext/chapter_notebooks.py"
-        assert target.read_text() == chapter_notebooks.text(chapter_notebooks.notebook(source)), (
+        assert target.read_text() == extension.text(extension.notebook(source)), (
             f"{target.name} is out of date with {source.name}: run python book/_ext/chapter_notebooks.py")
 
 
@@ -105,11 +97,11 @@ def test_chapter_notebooks_import_only_what_colab_has():
     import ast
     import sys
 
-    chapter_notebooks = _chapter_notebooks()
+    extension = chapter_notebooks()
     colab = {"torch", "numpy", "matplotlib", "ipywidgets", "IPython"}
-    base = chapter_notebooks.raw_base()
+    base = extension.raw_base()
     assert base.startswith("https://raw.githubusercontent.com/") and base.endswith("/book/"), base
-    for source in chapter_notebooks.chapters():
+    for source in extension.chapters():
         nb = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code), source.name

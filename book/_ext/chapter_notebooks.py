@@ -74,10 +74,15 @@ def _toc_files(entries: list) -> list[str]:
     return files
 
 
+def pages() -> list[str]:
+    """The book's pages in _toc.yml's order, as it names them (no suffix): the root, then the rest."""
+    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
+    return [toc["root"]] + _toc_files(toc.get("parts", []) + toc.get("chapters", []))
+
+
 def chapters() -> list[Path]:
     """The chapter sources in _toc.yml: book/NN-*.md (drafts not yet in the table of contents are left out)."""
-    toc = yaml.safe_load((REPO / "_toc.yml").read_text())
-    files = [REPO / f"{file}.md" for file in _toc_files(toc.get("parts", []) + toc.get("chapters", []))]
+    files = [REPO / f"{file}.md" for file in pages()[1:]]
     return [path for path in files if path.parent == BOOK and path.name[:2].isdigit() and path.is_file()]
 
 
