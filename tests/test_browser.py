@@ -201,14 +201,19 @@ def colab_url(notebook: str) -> str:
             f"{CONFIG['repository']['branch']}/{notebook}")
 
 
+def colab_links(chromium, site_url, page_name: str) -> list[dict]:
+    """The page's links to Colab, and whether each is in the launch menu (the rocket)."""
+    with opened(chromium, site_url + page_name + ".html") as page:
+        return page.evaluate("""[...document.querySelectorAll('a[href*="colab.research.google.com"]')]
+            .map(a => ({href: a.href, launch: !!a.closest(".dropdown-launch-buttons")}))""")
+
+
 @pytest.mark.skipif(not EXERCISES, reason="no exercise page in _toc.yml yet")
 @pytest.mark.parametrize("page_name", EXERCISES)
 def test_exercise_page_opens_its_notebook_in_colab(chromium, site_url, page_name):
     notebook = f"{page_name}.ipynb"
     assert (REPO / notebook).is_file(), f"{notebook}: the Colab link would point at a missing notebook"
-    with opened(chromium, site_url + page_name + ".html") as page:
-        links = page.evaluate("""[...document.querySelectorAll('a[href*="colab.research.google.com"]')]
-            .map(a => ({href: a.href, launch: !!a.closest(".dropdown-launch-buttons")}))""")
+    links = colab_links(chromium, site_url, page_name)
     assert links == [{"href": colab_url(notebook), "launch": True}], links
     assert re.fullmatch(r"https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w./-]+"
                         r"/exercises/[\w.-]+/[\w.-]+\.ipynb", links[0]["href"]), links[0]["href"]
@@ -219,9 +224,7 @@ def test_chapter_page_opens_its_notebook_in_colab(chromium, site_url, page_name)
     # The chapter's notebook (book/_ext/chapter_notebooks.py), not its MyST Markdown source.
     notebook = f"{page_name}.ipynb"
     assert (REPO / notebook).is_file(), f"{notebook}: the Colab link would point at a missing notebook"
-    with opened(chromium, site_url + page_name + ".html") as page:
-        links = page.evaluate("""[...document.querySelectorAll('a[href*="colab.research.google.com"]')]
-            .map(a => ({href: a.href, launch: !!a.closest(".dropdown-launch-buttons")}))""")
+    links = colab_links(chromium, site_url, page_name)
     assert links == [{"href": colab_url(notebook), "launch": True}], links
 
 
