@@ -23,7 +23,9 @@ from .process import kernel_environment, prepare_process
 STARTED = time.monotonic()
 NOTHING_GRADED = 1  # exit status of `grade` when no notebook could be graded (2: grading cannot run)
 SERVICE_DATA = Path("autograder-service")  # serve's and tokens' default data folder
+# The LMSs (autograder/lms.py, one class each), named here so that --help need not import them:
 LMS_NAMING = ("canvas", "moodle")  # collect --lms: the file naming of these LMS's bulk downloads
+EXPORT_FORMATS = ("canvas", "moodle", "csv")  # export --format: the grade sheets they import, and a plain CSV
 
 
 def say(message: str) -> None:
@@ -304,7 +306,7 @@ def _lms_commands(commands) -> None:
                     "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
                     "Moodle's feedback comments, the plain CSV and this command's output.")
     exp.add_argument("results", type=Path, metavar="RESULTS")
-    exp.add_argument("--format", choices=["canvas", "moodle", "csv"], required=True)
+    exp.add_argument("--format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("--out", type=Path, required=True, metavar="FILE")
     exp.add_argument("--assignment", help="which assignment (needed when RESULTS holds several)")
     exp.add_argument("--roster", type=Path, metavar="CSV",
@@ -347,7 +349,7 @@ def _collect(args) -> int:
 
 def _export(args) -> int:
     from .gradebook import gradebook_url
-    from .lms import NOT_GRADED, export, read_roster
+    from .lms import LMSS, NOT_GRADED, export, read_roster
 
     grades = args.results / "grades.csv"
     if not grades.is_file():
@@ -361,7 +363,7 @@ def _export(args) -> int:
     for row in rows:
         if row.status in NOT_GRADED:
             print(f"no grade: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
-        elif row.reason and args.format == "canvas":  # Canvas's import has no column for it
+        elif row.reason and not LMSS[args.format].shows_reasons:  # its sheet has no column for it
             print(f"note: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
     for row in pending:

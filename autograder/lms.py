@@ -38,10 +38,6 @@ from .report import NAMES_AS_ON_DISK, csv_text, read_cell
 from .errors import InputError
 from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, zip_members
 
-PATTERNS = {
-    "canvas": r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)",
-    "moodle": r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)",
-}
 
 
 def guess_download(root: Path) -> str | None:
@@ -464,7 +460,38 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
     assignment, rows, left_out = grade_rows(grades_csv, assignment, roster, gradebook)
     if late_penalty:
         penalise_late(rows, late_penalty)
-    if fmt == "canvas":
+    if fmt not in LMSS:
+        raise LmsError(f"unknown format {fmt!r}: {', '.join(LMSS)}")
+    header, lines = LMSS[fmt].sheet(rows, assignment, column)
+    write_csv(out, header, lines)
+    return rows, left_out
+
+
+# --------------------------------------------------------------------------
+# the LMSs: a new one is a class here (and its name in the CLI's lists, cli.LMS_NAMING and
+# cli.EXPORT_FORMATS, which tests/test_submissions.py keeps equal to these)
+
+
+class Lms:
+    """An LMS the course works with: how its bulk download names each file (``pattern``, matched
+    against a file's whole path in the download, with the groups ``name``, ``lms_id`` and ``file``,
+    and ``late`` where the LMS flags it; None where it has no bulk download), and the grade sheet
+    it imports (``sheet``: its header and one line per student)."""
+
+    name = ""
+    pattern: str | None = None
+    shows_reasons = True  # its sheet has a column for why a grade is what it is
+
+    def sheet(self, rows: list[Row], assignment: str, column: str | None) -> tuple[list[str], list[list]]:
+        raise NotImplementedError
+
+
+class Canvas(Lms):
+    name = "canvas"
+    pattern = r"(?:.*/)?(?P<name>[^/_]+)_(?P<late>(?i:late)_)?(?P<lms_id>\d+)_(?P<file_id>\d+)_(?P<file>[^/]+)"
+    shows_reasons = False
+
+    def sheet(self, rows, assignment, column):
         # Canvas's gradebook import: the columns of its own export. Canvas finds each student by
         # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
         # in an export; a title it does not know becomes a new assignment. A blank cell is no grade.
@@ -472,7 +499,14 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
         lines = [["    Points Possible", "", "", "", "", rows[0].max_score if rows else ""]]
         lines += [[r.student.name, r.student.lms_id, r.student.sis_user_id, r.student.sis_login_id,
                    r.student.section, r.score] for r in rows]
-    elif fmt == "moodle":
+        return header, lines
+
+
+class Moodle(Lms):
+    name = "moodle"
+    pattern = r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)"
+
+    def sheet(self, rows, assignment, column):
         # Moodle's offline grading worksheet (Assignment > Upload grading worksheet): Moodle reads
         # Identifier, Grade, Last modified (grade) and the feedback comments; an empty Grade is
         # left alone. A grade changed in Moodle after "Last modified (grade)" (read with PHP's
@@ -483,13 +517,22 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
         lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
                   "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
                   "Yes", "-", now, r.note] for r in rows]
-    elif fmt == "csv":
+        return header, lines
+
+
+class PlainCsv(Lms):
+    """No LMS: a CSV of every column, for a spreadsheet or an LMS without an importer here."""
+
+    name = "csv"
+
+    def sheet(self, rows, assignment, column):
         header = ["student_id", "lms_id", "name", "email", "assignment", "score", "max_score", "status", "reason",
                   "to_grade_by_hand", "late"]
         lines = [[r.student.student_id, r.student.lms_id, r.student.name, r.student.email, assignment,
                   r.score, r.max_score, r.status, r.reason, _shown(r.to_grade_by_hand), "yes" if r.late else ""]
                  for r in rows]
-    else:
-        raise LmsError(f"unknown format {fmt!r}: canvas, moodle or csv")
-    write_csv(out, header, lines)
-    return rows, left_out
+        return header, lines
+
+
+LMSS: dict[str, Lms] = {lms.name: lms for lms in (Canvas(), Moodle(), PlainCsv())}
+PATTERNS = {name: lms.pattern for name, lms in LMSS.items() if lms.pattern}  # collect --lms NAME

@@ -269,6 +269,7 @@ def test_collect_offers_the_naming_of_every_lms_it_knows():
     """The command line names the LMSs without importing lms (which loads nbformat): the same list."""
     from autograder import cli, lms
     assert set(cli.LMS_NAMING) == set(lms.PATTERNS)
+    assert cli.EXPORT_FORMATS == tuple(lms.LMSS)
 
 
 def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp_path):
