@@ -5,6 +5,9 @@ submission's may be anything, so here a cell whose metadata is not a dict is a c
 (one the student added)."""
 from __future__ import annotations
 
+# nbgrader's markers of a hidden-test region in a test cell's source (ClearHiddenTests' defaults)
+BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+
 
 def nbgrader_metadata(cell) -> dict:
     meta = cell.get("metadata", {})
@@ -40,3 +43,8 @@ def is_course_cell(cell) -> bool:
     (RebuildFromSource gives the cells a student adds no nbgrader metadata)."""
     nbgrader = nbgrader_metadata(cell)
     return bool(nbgrader.get("locked")) and not nbgrader.get("solution")
+
+
+def holds_hidden_tests(cell) -> bool:
+    """A test cell with a hidden-test region (which students never see)."""
+    return is_test_cell(cell) and BEGIN_HIDDEN_TESTS in cell.get("source", "")

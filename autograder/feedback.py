@@ -46,7 +46,7 @@ from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Unicode, default
 
 from .exporters import ValidatedAfterKernel
-from .cells import grade_id_of, is_course_cell, is_written_answer
+from .cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_course_cell, is_written_answer
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
 # The page's template: nbgrader's feedback template, less the 0 points of answers a person has
@@ -121,8 +121,8 @@ class HideHiddenTests(NbGraderPreprocessor):
     failed and why) stay; only the source of the hidden region goes.
     """
 
-    begin = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
-    end = Unicode("END HIDDEN TESTS").tag(config=True)
+    begin = Unicode(BEGIN_HIDDEN_TESTS).tag(config=True)
+    end = Unicode(END_HIDDEN_TESTS).tag(config=True)
     note = Unicode("# (hidden tests: their results are below, their code is not shown)").tag(config=True)
 
     def preprocess_cell(self, cell, resources, index):

@@ -29,8 +29,7 @@ from attention_checks.answers.judging import Report, judge_records
 from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from .cells import grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
-from .feedback import HideHiddenTests
+from .cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
 from .results import VERDICT, CellVerdict, executor_error, observed
 from .scanner import SourceScanner, StudentObject
 
@@ -93,7 +92,7 @@ class HiddenText:
     SECRET = re.compile(r"\d{3,}|[A-Za-z]\w*[_\d]\w*")  # seeds, sizes, names of the hidden code's own
 
     def __init__(self, cells):
-        begin, end = HideHiddenTests.begin.default_value, HideHiddenTests.end.default_value
+        begin, end = BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
         hidden, visible = [], []
         for cell in cells:
             if is_student_cell(cell):

@@ -40,9 +40,8 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
-from .cells import is_test_cell
+from .cells import holds_hidden_tests, is_test_cell
 from .cgroups import MemoryGroup
-from .feedback import HideHiddenTests
 from .forkserver import remove
 from .results import OBSERVED, OUTPUT_CUT, executor_error
 
@@ -564,7 +563,7 @@ class SandboxedExecute(Execute):
             self._stopped = True
             return self._observe(cell, "notebook_timeout"), resources
         test = is_test_cell(cell)
-        self._after_hidden = self._after_hidden or (test and HideHiddenTests.begin.default_value in cell.source)
+        self._after_hidden = self._after_hidden or holds_hidden_tests(cell)
         self._interrupted = False
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
         try:
