@@ -1,42 +1,65 @@
 """The course's grading tool: `python -m autograder {release,grade,...} ...`.
 
-One module per concern, in layers: each imports only those below it (pyproject.toml's
-import-linter contracts, tests/test_architecture.py; tests/test_submissions.py checks that
-this map lists every module). From the top:
+Wings by stage, each a folder, each importing only the wings below it (and each wing's modules
+in layers of their own: pyproject.toml's import-linter contracts, tests/test_architecture.py;
+tests/test_submissions.py checks that this map lists every module). From the top:
 
-- ``__main__``      ``python -m autograder``: runs ``cli.main``
-- ``cli``           the command line: every subcommand's arguments and handler; builds the
-                    ``GradingOptions`` once
-- ``service``       ``serve``: the submission service (web pages, API, database queue, policies)
-- ``publish``       ``publish DIR``: the student distribution (no model solution, no hidden test) and its wheel
-- ``similarity``    pairwise similarity of the students' own code, an offline HTML report
-- ``gradebook``     writing the results into an instructor's own nbgrader gradebook
-- ``cache``         ``--cache``: a student's assignment whose inputs did not change comes back from
-                    an earlier run's results instead of being graded again
-- ``cluster``       grading on a Dask cluster's workers instead (``--scheduler``): each builds its course once
-- ``runner``        grading one student's assignment through autograde and feedback, in worker processes
-- ``lms``           from an LMS bulk download to nbgrader's layout, and grades back to the LMS
-- ``release``       solutions/ -> exercises/ with nbgrader's generate_assignment
-- ``process``       what every grading process sets up: PATH, warnings, the kernels' environment
-- ``course``        a throwaway nbgrader course directory (nbgrader does the real work); its pipelines
-- ``judge``         ``JudgeTests``, the preprocessor that judges each test cell's records in the grader
-- ``sandbox``       the sandboxed kernels and ``SandboxedExecute``, the preprocessor that runs the notebook
-- ``feedback``      the feedback page: its exporter, ``HideHiddenTests`` and ``SanitizeStudentContent``,
-                    which cleans what the student controls in it
-- ``scanner``       reading the student's source for forbidden calls and tampering, outside the kernel
-- ``forkserver``    the warm Python inside a sandbox that forks each kernel
-- ``cgroups``       one memory limit for all of a sandbox's processes: a memory control group
-- ``rebuild``       ``RebuildFromSource``: the notebook that runs is the source notebook with the
-                    student's answers (and cells they added) put in
-- ``exporters``     nbconvert exporters that validate only after the kernel ran
-- ``report``        grades.csv, results.json and the feedback folder
-- ``results``       a graded notebook's result and ``Status``, per-test results (the points come from
-                    the gradebook, where ``judge`` put them)
-- ``submissions``   finding, unpacking and validating the submitted notebooks (no links followed)
-- ``options``       ``GradingOptions``: how notebooks are graded, the one form options take below the CLI
-- ``layout``        where the course's files are (solutions/, exercises/)
-- ``errors``        ``InputError``: an input of the instructor's that cannot be used (exit 2)
-- ``cells``         what a notebook's cell is, from its nbgrader metadata
+- ``__main__``                ``python -m autograder``: runs ``cli.main``
+- ``cli``                     the command line: every subcommand's arguments and handler; builds
+                              the ``GradingOptions`` once
+- ``service``                 ``serve``: the submission service (web pages, API, database queue, policies)
+
+the instructor's side (``instructor/``)
+
+- ``instructor.publish``      ``publish DIR``: the student distribution (no model solution, no hidden
+                              test) and its wheel (``instructor/student/``: its README, Makefile, ...)
+- ``instructor.similarity``   pairwise similarity of the students' own code, an offline HTML report
+- ``instructor.gradebook``    writing the results into an instructor's own nbgrader gradebook
+- ``instructor.lms``          from an LMS bulk download to nbgrader's layout, and grades back to the
+                              LMS: one class per LMS
+
+the engine (``engine/``)
+
+- ``engine.cache``            ``--cache``: a student's assignment whose inputs did not change comes
+                              back from an earlier run's results instead of being graded again
+- ``engine.cluster``          grading on a Dask cluster's workers instead (``--scheduler``)
+- ``engine.runner``           grading one student's assignment through autograde and feedback, in
+                              worker processes
+- ``engine.process``          what every grading process sets up: PATH, warnings, the kernels' environment
+
+the nbgrader integration (``grading/``)
+
+- ``grading.release``         solutions/ -> exercises/ with nbgrader's generate_assignment
+- ``grading.course``          a throwaway nbgrader course directory (nbgrader does the real work); its
+                              pipelines
+- ``grading.judge``           ``JudgeTests``: each test cell's verdict on its records, as data;
+                              ``SaveVerdicts``: the gradebook's scores from it
+- ``grading.feedback``        the feedback page: its exporter and template (``grading/templates/``),
+                              ``HideHiddenTests`` and ``SanitizeStudentContent``
+- ``grading.rebuild``         ``RebuildFromSource``: the notebook that runs is the source notebook with
+                              the student's answers (and cells they added) put in
+- ``grading.scanner``         reading the student's source for forbidden calls and tampering, outside
+                              the kernel
+- ``grading.exporters``       nbconvert exporters that validate only after the kernel ran
+
+the sandbox (``sandbox/``)
+
+- ``sandbox.kernels``         the kernels in bubblewrap, forked from a warm Python, and
+                              ``SandboxedExecute``, the preprocessor that runs the notebook in them
+- ``sandbox.cgroups``         one memory limit for all of a sandbox's processes: a memory control group
+- ``sandbox.forkserver``      the warm Python inside a sandbox that forks each kernel
+
+what every wing uses
+
+- ``report``                  grades.csv, results.json and the feedback folder
+- ``submissions``             finding, unpacking and validating the submitted notebooks (no links followed)
+- ``options``                 ``GradingOptions``: how notebooks are graded, the one form options take
+                              below the CLI
+- ``layout``                  where the course's files are (solutions/, exercises/)
+- ``results``                 a graded notebook's result and ``Status``, per-test results, a test
+                              cell's verdict (``CellVerdict``)
+- ``cells``                   what a notebook's cell is, from its nbgrader metadata
+- ``errors``                  ``InputError``: an input of the instructor's that cannot be used (exit 2)
 """
 import sys
 

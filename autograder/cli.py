@@ -15,15 +15,15 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-from .errors import InputError
-from .layout import EXERCISES_DIR, SOLUTIONS_DIR
-from .options import GradingOptions
-from .process import kernel_environment, prepare_process
+from autograder.errors import InputError
+from autograder.layout import EXERCISES_DIR, SOLUTIONS_DIR
+from autograder.options import GradingOptions
+from autograder.engine.process import kernel_environment, prepare_process
 
 STARTED = time.monotonic()
 NOTHING_GRADED = 1  # exit status of `grade` when no notebook could be graded (2: grading cannot run)
 SERVICE_DATA = Path("autograder-service")  # serve's and tokens' default data folder
-# The LMSs (autograder/lms.py, one class each), named here so that --help need not import them:
+# The LMSs (autograder/instructor/lms.py, one class each), named here so that --help need not import them:
 LMS_NAMING = ("canvas", "moodle")  # collect --lms: the file naming of these LMS's bulk downloads
 EXPORT_FORMATS = ("canvas", "moodle", "csv")  # export --format: the grade sheets they import, and a plain CSV
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["grade"] and "--quiet" not in argv and not {"-h", "--help"} & set(argv):
         say("loading nbgrader and PyTorch")
     args = _parser().parse_args(argv)
-    from .course import CourseError
+    from autograder.grading.course import CourseError
 
     prepare_process()
     try:
@@ -126,7 +126,7 @@ def grading_options(args: argparse.Namespace) -> GradingOptions:
 
 
 def _release(args) -> int:
-    from . import release
+    from autograder.grading import release
 
     if args.check:
         stale = [f"out of date: {args.dest / path}" for path in release.stale_files(args.source, args.dest)]
@@ -144,11 +144,11 @@ def _release(args) -> int:
 def _grade(args) -> int:
     from tqdm import tqdm
 
-    from . import cache
-    from .course import Course, find_assignments
-    from .lms import collect_notes, read_roster
-    from .report import ResultsWriter
-    from .submissions import SubmissionsError, discover, find_root, unpack_student_zips, unpack_zip
+    from autograder.engine import cache
+    from autograder.grading.course import Course, find_assignments
+    from autograder.instructor.lms import collect_notes, read_roster
+    from autograder.report import ResultsWriter
+    from autograder.submissions import SubmissionsError, discover, find_root, unpack_student_zips, unpack_zip
 
     progress_line = (lambda message: None) if args.quiet else say
     submissions, out = args.submissions.resolve(), args.out.resolve()
@@ -225,7 +225,7 @@ def _with_collect_notes(expected: list, collected: dict, notebooks: dict) -> lis
     collect could not place (an uploaded qkv.py), so that the reason is not lost."""
     from dataclasses import replace
 
-    from .submissions import Submission
+    from autograder.submissions import Submission
 
     with_notes = [replace(s, note="; ".join(filter(None, [s.note, collected.get((s.student_id, s.assignment), ("",))[0]])))
                   for s in expected]
@@ -238,7 +238,7 @@ def _with_collect_notes(expected: list, collected: dict, notebooks: dict) -> lis
 
 def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebooks: dict) -> str:
     """Why ``grade`` found nothing: what is there, and what to do."""
-    from .submissions import listing
+    from autograder.submissions import listing
 
     lines = [f"nothing to grade in {submissions}: no <student_id>/<assignment>/<notebook>.ipynb for any "
              f"assignment of the source ({', '.join(assignments)})", "found:"]
@@ -250,8 +250,8 @@ def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebo
 def _layout_hints(root: Path, assignments: list[str], notebooks: dict) -> list[str]:
     """What looks wrong in the layout: an LMS download not collected, folders and notebooks
     not where `grade` reads them."""
-    from .lms import guess_download
-    from .submissions import diagnose
+    from autograder.instructor.lms import guess_download
+    from autograder.submissions import diagnose
 
     download = guess_download(root)
     hints = [f"this looks like a {download.capitalize()} download: run `python -m autograder collect {root} --lms "
@@ -263,10 +263,10 @@ def _engine(args):
     """Where the notebooks are graded, chosen here only: ``grade(groups, course, options)`` on
     the workers of a Dask cluster (--scheduler, --scheduler-file; connected now, before RESULTS
     is touched), else in worker processes on this machine (Dask is not even imported)."""
-    from .runner import grade_all
+    from autograder.engine.runner import grade_all
 
     if args.scheduler or args.scheduler_file:
-        from . import cluster
+        from autograder.engine import cluster
         return cluster.engine(args.scheduler, args.scheduler_file)
     return lambda groups, course, options: grade_all(groups, course, max(1, min(args.jobs, len(groups))), options)
 
@@ -323,8 +323,8 @@ def _lms_commands(commands) -> None:
 
 
 def _collect(args) -> int:
-    from .course import find_assignments
-    from .lms import PATTERNS, collect, read_roster, write_collect_report
+    from autograder.grading.course import find_assignments
+    from autograder.instructor.lms import PATTERNS, collect, read_roster, write_collect_report
 
     download, out = args.download.resolve(), args.out.resolve()
     if not download.exists():
@@ -348,8 +348,8 @@ def _collect(args) -> int:
 
 
 def _export(args) -> int:
-    from .gradebook import gradebook_url
-    from .lms import LMSS, NOT_GRADED, export, read_roster
+    from autograder.instructor.gradebook import gradebook_url
+    from autograder.instructor.lms import LMSS, NOT_GRADED, export, read_roster
 
     grades = args.results / "grades.csv"
     if not grades.is_file():
@@ -412,8 +412,8 @@ def _gradebook_arguments(parser: argparse.ArgumentParser, required: bool = False
 
 def _record_in_gradebook(args, results: Path) -> int:
     """The notebooks of ``results`` recorded in the gradebook ``args`` names: how many."""
-    from .gradebook import course_folder, gradebook_url, write_gradebook
-    from .lms import read_roster
+    from autograder.instructor.gradebook import course_folder, gradebook_url, write_gradebook
+    from autograder.instructor.lms import read_roster
 
     roster = read_roster(args.roster) if args.roster else None
     return write_gradebook(results, gradebook_url(str(args.gradebook)), args.source, args.course_id, roster,
@@ -447,7 +447,7 @@ def _similarity_command(commands) -> None:
 
 
 def _similarity(args) -> int:
-    from .similarity import display_name, similarity
+    from autograder.instructor.similarity import display_name, similarity
 
     if not args.folder.exists():
         raise InputError(f"{args.folder} does not exist")
@@ -513,7 +513,7 @@ def _service_database(args):
 
 
 def _tokens(args) -> int:
-    from .lms import read_roster, write_csv
+    from autograder.instructor.lms import read_roster, write_csv
     from .service.db import INSTRUCTOR, STUDENT, Person
 
     if args.roster is None and not args.instructor:
@@ -586,8 +586,8 @@ def _publish_command(commands) -> None:
 
 
 def _publish(args) -> int:
-    from . import release
-    from .publish import PublishError, publish
+    from autograder.grading import release
+    from autograder.instructor.publish import PublishError, publish
 
     try:
         done = publish(args.dest, site=args.site, source_dir=args.source)

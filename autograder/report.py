@@ -19,7 +19,7 @@ from itertools import groupby
 from math import fsum
 from pathlib import Path
 
-from .results import NotebookResult, worst_status
+from autograder.results import NotebookResult, worst_status
 
 # score and max_score: the autograded tests' points; written_points: the written answers' points
 # (graded by hand in formgrader, not in max_score); to_grade_by_hand: those that await a person.

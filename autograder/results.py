@@ -21,7 +21,7 @@ from typing import get_args, get_type_hints
 
 import nbformat
 
-from .cells import grade_id_of, is_written_answer
+from autograder.cells import grade_id_of, is_written_answer
 
 
 class Status(str, enum.Enum):

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from .errors import InputError
+from autograder.errors import InputError
 
 # Limits on a zip, so that a zip bomb is refused instead of filling the disk.
 MAX_ZIP_BYTES = 2 * 1024**3

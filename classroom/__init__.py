@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.publish import HEADER
+from autograder.instructor.publish import HEADER
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus"

@@ -17,7 +17,7 @@ KILLER = os.environ.get("AUTOGRADER_TEST_WORKER_KILLER", "")
 
 class KillOnStudent(WorkerPlugin):
     def transition(self, key, start, finish, **kwargs):
-        # The task's key names the student (autograder/cluster.py: grade-<run>-<n>-<student>-<assignment>).
+        # The task's key names the student (autograder/engine/cluster.py: grade-<run>-<n>-<student>-<assignment>).
         if KILLER and finish == "executing" and f"-{KILLER}-" in str(key):
             os.kill(os.getpid(), signal.SIGKILL)
 

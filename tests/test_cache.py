@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autograder import cache
+from autograder.engine import cache
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, _from_json
 from autograder.results import CellResult
@@ -40,7 +40,8 @@ A1, A2 = "01-self-attention", "02-softmax-scaling"  # the cheapest two assignmen
 # in every worker process before it grades, so the workers' grade_group is wrapped too.
 SPY = '''
 import json, os, sys
-from autograder import cli, runner
+from autograder import cli
+from autograder.engine import runner
 
 _grade_group = runner.grade_group
 

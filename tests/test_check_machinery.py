@@ -28,7 +28,7 @@ from attention_checks.inputs import keep_mask
 from attention_checks.probe import probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
 from attention_checks.record import MIME, Outcome, _encode_outcome
-from autograder.judge import Replay
+from autograder.grading.judge import Replay
 from classroom.notebook import SourceNotebook, tf32
 
 NB = SourceNotebook("03-qkv")
@@ -101,7 +101,7 @@ def test_the_graders_verdict_is_data_and_ignores_what_the_kernel_printed(student
     """JudgeTests writes its verdict (score and message) into the test cell's metadata, where the
     gradebook's score and results.json's message come from, never from the outputs, where a
     kernel can print anything (here: a result of 2.0 points, beside a verdict of its own)."""
-    from autograder.judge import JudgeTests
+    from autograder.grading.judge import JudgeTests
     from autograder.results import VERDICT, CellVerdict
 
     name = request.node.callspec.id
@@ -121,7 +121,7 @@ def test_the_graders_verdict_is_data_and_ignores_what_the_kernel_printed(student
 
 
 def test_a_test_cell_the_executor_stopped_earns_nothing_whatever_it_recorded():
-    from autograder.judge import JudgeTests
+    from autograder.grading.judge import JudgeTests
     from autograder.results import OBSERVED, CellVerdict
 
     record = _recorded(SDPA, _reference_sdpa(), SMALL)

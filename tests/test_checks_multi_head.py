@@ -364,7 +364,7 @@ def test_recorded_outcomes_are_judged_as_in_the_kernel():
 
 
 def test_the_grader_scan_finds_the_forbidden_names():
-    from autograder.scanner import SourceScanner, StudentObject
+    from autograder.grading.scanner import SourceScanner, StudentObject
 
     names = sorted(set(FORBIDDEN_MHA.values()))
     for entry in CORPUS:

@@ -186,7 +186,7 @@ def test_forbidden_api_is_caught_however_it_is_called(route, swallowed):
 def test_the_graders_source_scan_finds_the_forbidden_api(route):
     """The grader also reads the student's source: every display name must end with the identifier
     a student would write, as autograder.judge.SourceScanner matches on that."""
-    from autograder.judge import SourceScanner, StudentObject
+    from autograder.grading.judge import SourceScanner, StudentObject
 
     names = sorted(set(FORBIDDEN_SOFTMAX.values()))
     cell = f"def helper(x, d):\n    return {ROUTES[route]}\n\n\ndef softmax(x, dim=-1):\n    return helper(x, dim)\n"
@@ -196,7 +196,7 @@ def test_the_graders_source_scan_finds_the_forbidden_api(route):
 
 
 def test_the_graders_source_scan_accepts_the_corpus():
-    from autograder.judge import SourceScanner, StudentObject
+    from autograder.grading.judge import SourceScanner, StudentObject
 
     names = sorted(set(FORBIDDEN_SOFTMAX.values()))
     for entry in CORPUS:

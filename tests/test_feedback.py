@@ -8,7 +8,7 @@ import re
 import nbformat
 from nbconvert.exporters import HTMLExporter
 
-from autograder.feedback import ALT_TEXT, PENDING, TEMPLATE_DIRS, TEMPLATE_NAME, CachedHighlight2HTML, FeedbackExporter
+from autograder.grading.feedback import ALT_TEXT, PENDING, TEMPLATE_DIRS, TEMPLATE_NAME, CachedHighlight2HTML, FeedbackExporter
 
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from nbconvert.exporters import HTMLExporter
 
-from autograder.feedback import FeedbackExporter
+from autograder.grading.feedback import FeedbackExporter
 from classroom import REPO, Results, grade, make_submission, notebook_name, reference_code
 from headless import Chromium, find_chromium
 

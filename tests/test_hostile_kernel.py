@@ -16,7 +16,7 @@ import nbformat
 import psutil
 import pytest
 
-from autograder.runner import MAX_ADDED_CELLS
+from autograder.engine.runner import MAX_ADDED_CELLS
 from classroom import secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 

@@ -174,7 +174,7 @@ def test_nothing_outlives_a_kernel(outlive, attack):
 
 CLOSE_AND_CLEAN = """
 import os, shutil, sys
-from autograder.forkserver import empty, remove
+from autograder.sandbox.forkserver import empty, remove
 top = sys.argv[1]
 def leave():
     os.makedirs(f"{top}/keep/deeper"); open(f"{top}/keep/deeper/answer", "w").write("x")
@@ -366,7 +366,7 @@ def test_shared_resources_are_limited_per_notebook(resources, attack):
 
 
 def test_ram_disks_have_a_size(resources):
-    from autograder.sandbox import TMPFS_BYTES
+    from autograder.sandbox.kernels import TMPFS_BYTES
 
     wrote = re.search(r"WROTE (\d+) MiB", shown_to_student(resources, "fill_ram_disks"))
     assert wrote and 0 < int(wrote[1]) <= TMPFS_BYTES // 2**20
@@ -381,7 +381,7 @@ def test_output_has_a_budget_per_notebook(resources):
 
 
 def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
-    from autograder.cgroups import MemoryGroup
+    from autograder.sandbox.cgroups import MemoryGroup
 
     group = MemoryGroup.create(2**30)
     if group is None:
@@ -394,7 +394,7 @@ def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
 
 
 def test_the_scratch_folder_has_a_size(resources):
-    from autograder.sandbox import TMPFS_BYTES, _real_root
+    from autograder.sandbox.kernels import TMPFS_BYTES, _real_root
 
     wrote = re.search(r"SCRATCH (\d+) MiB", shown_to_student(resources, "fill_scratch"))
     assert wrote and int(wrote[1]) > 0

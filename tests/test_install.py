@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import release
+from autograder.grading import release
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 

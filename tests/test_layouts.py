@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.lms import guess_download
+from autograder.instructor.lms import guess_download
 from autograder.submissions import diagnose, discover, find_root, near_names, unpack_student_zips
 from classroom import REPO, Results, grade, make_submission
 

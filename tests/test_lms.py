@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import lms
+from autograder.instructor import lms
 from classroom import make_submission, notebook_name, tree_digest
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -333,7 +333,7 @@ def test_the_gradebook_holds_what_nbgrader_autograde_would_record(tmp_path, monk
     from nbgrader.apps import NbGraderAPI
     from traitlets.config import Config
 
-    from autograder.gradebook import write_gradebook
+    from autograder.instructor.gradebook import write_gradebook
     from classroom import REPO
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # nbgrader's alembic is found without an activated venv

@@ -159,7 +159,7 @@ def test_feedback_made_after_hand_grading_shows_the_given_points(graded):
     """An instructor who gives the written answer its points in formgrader, then makes the feedback
     with nbgrader (the course's configuration, as nbgrader/nbgrader_config.py loads it): the page
     shows those points, no longer "graded by hand later"."""
-    from autograder.course import grading_config
+    from autograder.grading.course import grading_config
 
     tmp, results, course = graded
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:

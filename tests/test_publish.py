@@ -19,7 +19,9 @@ import nbformat
 import pytest
 import yaml
 
-from autograder import publish, release
+from autograder.instructor import publish
+
+from autograder.grading import release
 from classroom import REPO, reference_code
 from test_install import fresh_venv, kernel
 

@@ -13,10 +13,10 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
-from autograder import sandbox
-from autograder.cgroups import MemoryGroup
+from autograder.sandbox import kernels
+from autograder.sandbox.cgroups import MemoryGroup
 from autograder.results import observed_status
-from autograder.sandbox import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
+from autograder.sandbox.kernels import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
                                 bwrap_available)
 
 pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
@@ -118,7 +118,7 @@ def test_kernels_that_leave_only_files_share_one_warm_server(tmp_path):
     servers = set()
     for code in ('open("/tmp/note", "w").write("x")', 'open("../../note", "w").write("x")', "print(1)"):
         run_kernel(tmp_path, code)
-        servers.add(sandbox.fork_server(LIMITS).process.pid)
+        servers.add(kernels.fork_server(LIMITS).process.pid)
     assert len(servers) == 1
 
 
@@ -176,8 +176,8 @@ def test_a_kernel_that_stops_or_kills_its_server_loses_only_itself(tmp_path, sig
 def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypatch):
     broken = tmp_path / "forkserver.py"
     broken.write_text('print(\'{"ready": false, "threads": 3}\', flush=True)\n')
-    monkeypatch.setattr(sandbox, "FORKSERVER", broken)
-    monkeypatch.setattr(sandbox, "_fork_servers", {})  # not the running one
+    monkeypatch.setattr(kernels, "FORKSERVER", broken)
+    monkeypatch.setattr(kernels, "_fork_servers", {})  # not the running one
     out, alive = run_kernel(tmp_path, "import sys; print('torch' in sys.modules, 6 * 7)")
     assert (out.strip(), alive) == ("False 42", True)
 
@@ -259,7 +259,7 @@ def test_nothing_the_kernel_sends_after_a_hidden_test_can_show_it(tmp_path):
         raise RuntimeError(str(seen))"""])
     shown = json.dumps([cell.outputs for cell in nb.cells]) + json.dumps(nb.metadata)  # all but the sources
     assert "SECRET-CASES" not in shown
-    assert [o.text for o in nb.cells[2].outputs] == [sandbox.AFTER_HIDDEN_TESTS]
+    assert [o.text for o in nb.cells[2].outputs] == [kernels.AFTER_HIDDEN_TESTS]
     assert nb.cells[0].outputs[0].data["text/plain"] == "'before'"
 
 
@@ -330,8 +330,8 @@ def test_the_scratch_folder_has_a_size_when_root_grades(tmp_path):
         except OSError as err:
             print(err.errno, end=" ")
         print(written)""")
-    if not sandbox._real_root():
+    if not kernels._real_root():
         assert out.split() == ["512"]  # what the README says: the folder is limited per file only
         return
     errno, written = map(int, out.split())
-    assert (errno, alive) == (28, True) and written < sandbox.TMPFS_BYTES // 2**20  # ENOSPC
+    assert (errno, alive) == (28, True) and written < kernels.TMPFS_BYTES // 2**20  # ENOSPC

@@ -1,4 +1,4 @@
-"""The grader's reading of the student's source (autograder/scanner.py), cell by cell:
+"""The grader's reading of the student's source (autograder/grading/scanner.py), cell by cell:
 what a graded object can reach, and what tampers with the checks. Fast: no kernel."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF
-from autograder.scanner import TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
+from autograder.grading.scanner import TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
 
 # The display names the checks pass (the last component is what a student writes).
 SOFTMAX = ["torch.softmax", "torch.log_softmax", "F.softmin", "torch._softmax", "torch._log_softmax",
@@ -444,7 +444,7 @@ def test_pasted_setup_and_test_cells_are_recognised_as_copies(tmp_path):
     import nbformat
 
     from autograder.cells import is_student_cell
-    from autograder.rebuild import RebuildFromSource
+    from autograder.grading.rebuild import RebuildFromSource
     from classroom import REPO, make_submission, notebook_name
 
     assignment = "02-softmax-scaling"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.similarity import own_code, similarity
+from autograder.instructor.similarity import own_code, similarity
 from classroom import load_corpus, make_submission, reference_code
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder.publish import HIDDEN, normalise, texts, without_comments
+from autograder.instructor.publish import HIDDEN, normalise, texts, without_comments
 from classroom import REPO, make_submission, notebook_name
 
 ASSIGNMENT = "01-self-attention"

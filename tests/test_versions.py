@@ -33,7 +33,7 @@ PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "bleach", "torc
 
 # (class, method, the parameters the grader passes or receives, in order, whether it is async)
 OVERRIDDEN = [
-    # sandbox.py: SandboxedKernelManager and SandboxedKernelClient
+    # sandbox/kernels.py: SandboxedKernelManager and SandboxedKernelClient
     (AsyncKernelManager, "_async_pre_start_kernel", [], True),
     (AsyncKernelManager, "_async_launch_kernel", ["kernel_cmd"], True),
     (AsyncKernelManager, "_async_cleanup_resources", ["restart"], True),
@@ -41,7 +41,7 @@ OVERRIDDEN = [
     (AsyncKernelClient, "wait_for_ready", ["timeout"], True),
     (AsyncKernelClient, "_handle_kernel_info_reply", ["msg"], False),
     (AsyncKernelClient, "_async_is_alive", [], True),
-    # sandbox.py: SandboxedExecute (nbgrader's Execute is an nbclient NotebookClient), ReadOnlyOutputWidget
+    # sandbox/kernels.py: SandboxedExecute (nbgrader's Execute is an nbclient NotebookClient), ReadOnlyOutputWidget
     (NotebookClient, "output", ["outs", "msg", "display_id", "cell_index"], False),
     (NotebookClient, "on_comm_open_jupyter_widget", ["msg"], False),
     (OutputWidget, "sync_state", [], False),
@@ -95,8 +95,8 @@ def test_the_attributes_the_grader_reads_are_there():
     assert isinstance(exporter._nb_metadata, dict)  # feedback.py: the widgets filter's metadata
     client = NotebookClient(nbformat.v4.new_notebook())
     client.reset_execution_trackers()
-    assert "@jupyter-widgets/output" in client.widget_registry  # sandbox.py swaps the Output widget
-    assert "timeout_func" in client.trait_names()  # sandbox.py: the notebook's deadline
+    assert "@jupyter-widgets/output" in client.widget_registry  # sandbox/kernels.py swaps the Output widget
+    assert "timeout_func" in client.trait_names()  # sandbox/kernels.py: the notebook's deadline
     from nbconvert.filters.markdown_mistune import InvalidNotebook  # feedback.py: a lost attachment
     assert issubclass(InvalidNotebook, Exception)
 
@@ -128,7 +128,7 @@ def test_a_new_gradebook_is_the_one_nbgrader_makes(tmp_path, monkeypatch):
 
     from nbgrader.api import Gradebook
 
-    from autograder.course import new_gradebook
+    from autograder.grading.course import new_gradebook
 
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # nbgrader runs `alembic`
     new_gradebook(tmp_path / "ours.db")

@@ -26,12 +26,12 @@ from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..course import Course
-from ..options import GradingOptions
-from ..process import die_with_parent, prepare_process
-from ..results import NotebookResult, Status
-from ..runner import Graded, grade_group
-from ..submissions import Submission as GraderSubmission
+from autograder.grading.course import Course
+from autograder.options import GradingOptions
+from autograder.engine.process import die_with_parent, prepare_process
+from autograder.results import NotebookResult, Status
+from autograder.engine.runner import Graded, grade_group
+from autograder.submissions import Submission as GraderSubmission
 from . import db as tables
 from .db import Database
 from .storage import Storage
@@ -112,7 +112,7 @@ class DaskEngine:
     grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
 
     def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None):
-        from .. import cluster
+        from autograder.engine import cluster
 
         self.cluster = cluster
         self.client = cluster.connect(address, scheduler_file)

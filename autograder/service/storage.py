@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..results import NotebookResult
+from autograder.results import NotebookResult
 
 
 class Storage:

@@ -8,7 +8,7 @@ from the source notebook) in the grader's process, where each check name means
 (``attention_checks.answers``) and judge. Monkeypatching the checks, torch or the verdict
 inside the kernel changes nothing here; a record the cell's checks did not emit scores the
 cell 0. The grader also reads the student's source for forbidden calls
-(``autograder.scanner``), since a kernel could hide them from the in-kernel detector.
+(``autograder.grading.scanner``), since a kernel could hide them from the in-kernel detector.
 """
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from attention_checks.answers.judging import Report, judge_records
 from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from .cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
-from .results import VERDICT, CellVerdict, executor_error, observed
-from .scanner import SourceScanner, StudentObject
+from autograder.cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
+from autograder.results import VERDICT, CellVerdict, executor_error, observed
+from autograder.grading.scanner import SourceScanner, StudentObject
 
 
 

@@ -15,13 +15,13 @@ from typing import Iterable, Iterator, Sequence
 import nbformat
 from nbgrader.api import Gradebook
 
-from .cells import nbgrader_metadata
-from .course import COURSE_ID, Course, nbgrader_id
-from .options import GradingOptions
-from .process import die_with_parent, prepare_process
-from .rebuild import identify
-from .results import NotebookResult, Status, observed_status, test_results
-from .submissions import Submission, drop_broken_grade_ids, load_notebook
+from autograder.cells import nbgrader_metadata
+from autograder.grading.course import COURSE_ID, Course, nbgrader_id
+from autograder.options import GradingOptions
+from autograder.engine.process import die_with_parent, prepare_process
+from autograder.grading.rebuild import identify
+from autograder.results import NotebookResult, Status, observed_status, test_results
+from autograder.submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
 def grade_assignment(course: Course, submissions: list[Submission]) -> list[NotebookResult]:

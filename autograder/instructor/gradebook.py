@@ -28,8 +28,8 @@ from nbgrader.apps import NbGraderAPI
 from sqlalchemy.exc import SQLAlchemyError
 from traitlets.config import Config
 
-from .course import IGNORED, CourseError, find_assignments
-from .lms import Student
+from autograder.grading.course import IGNORED, CourseError, find_assignments
+from autograder.instructor.lms import Student
 
 NOT_SUBMITTED = ("missing", "invalid")
 
@@ -59,7 +59,7 @@ def record_assignments(db_url: str, source_dir: Path, assignments: list[str], co
                             ignore=shutil.ignore_patterns(*IGNORED))
             result = api.generate_assignment(assignment, force=True, create=True)
             if not result["success"]:  # one line, the cause: nbgrader's log holds its tracebacks
-                from .runner import _nbgrader_error
+                from autograder.engine.runner import _nbgrader_error
 
                 raise CourseError(f"nbgrader could not record {assignment} in the gradebook {db_url}: "
                                   f"{_nbgrader_error(result.get('log') or result.get('error') or '')}; nothing was recorded")

@@ -25,16 +25,16 @@ from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execu
 from sqlalchemy import create_engine, text
 from traitlets.config import Config
 
-from .cells import grade_id_of, is_written_answer, nbgrader_metadata
-from .exporters import AutogradeExporter
-from .feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
-from .feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
-from .feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
-from .judge import JudgeTests, SaveVerdicts
-from .layout import SOLUTIONS_DIR
-from .options import GradingOptions
-from .rebuild import RebuildFromSource
-from .sandbox import SandboxedExecute, SandboxedKernelManager, bwrap_available
+from autograder.cells import grade_id_of, is_written_answer, nbgrader_metadata
+from autograder.grading.exporters import AutogradeExporter
+from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
+from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
+from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
+from autograder.grading.judge import JudgeTests, SaveVerdicts
+from autograder.layout import SOLUTIONS_DIR
+from autograder.options import GradingOptions
+from autograder.grading.rebuild import RebuildFromSource
+from autograder.sandbox.kernels import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 COURSE_ID = "attention-from-scratch"
 

@@ -33,12 +33,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .course import Course, CourseError, nbgrader_id
-from .options import GradingOptions
-from .process import kernel_environment, prepare_process
-from .results import NotebookResult, Status
-from .runner import Graded, grade_group
-from .submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
+from autograder.grading.course import Course, CourseError, nbgrader_id
+from autograder.options import GradingOptions
+from autograder.engine.process import kernel_environment, prepare_process
+from autograder.results import NotebookResult, Status
+from autograder.engine.runner import Graded, grade_group
+from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
 try:
     import distributed
@@ -83,7 +83,7 @@ class CourseOnWorker(WorkerPlugin):
         self.course.generate_all()
 
     def teardown(self, worker) -> None:
-        from .sandbox import stop_fork_servers
+        from autograder.sandbox.kernels import stop_fork_servers
 
         if hasattr(self, "environment"):
             self.environment.__exit__(None, None, None)

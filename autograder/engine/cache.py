@@ -40,16 +40,16 @@ from typing import Iterable, Sequence
 
 import attention_checks
 
-from .course import Course
-from .options import GradingOptions
-from .release import PYPROJECT, install_setting
-from .report import ResultsWriter
-from .results import NotebookResult
-from .runner import Graded
-from .submissions import Submission
+from autograder.grading.course import Course
+from autograder.options import GradingOptions
+from autograder.grading.release import PYPROJECT, install_setting
+from autograder.report import ResultsWriter
+from autograder.results import NotebookResult
+from autograder.engine.runner import Graded
+from autograder.submissions import Submission
 
 # The code whose change may change a grade (the checks run in the kernel, judging in the grader).
-GRADER_PACKAGES = [Path(__file__).resolve().parent, Path(attention_checks.__file__).resolve().parent]
+GRADER_PACKAGES = [Path(__file__).resolve().parents[1], Path(attention_checks.__file__).resolve().parent]  # autograder/
 # Third-party code that runs the notebooks or computes what they compute.
 RUNTIME_PACKAGES = ["torch", "nbgrader", "nbconvert", "nbclient", "ipykernel"]
 FORMAT = 1  # of an entry; bump when its layout changes

@@ -38,8 +38,8 @@ def kernel_environment() -> Iterator[None]:
     """The environment of grading kernels that run without a sandbox (the sandbox sets its own):
     the check helpers importable, and what every grading kernel has (sandbox.KERNEL_ENVIRONMENT);
     the process's own environment again afterwards."""
-    from .layout import REPO_ROOT
-    from .sandbox import KERNEL_ENVIRONMENT
+    from autograder.layout import REPO_ROOT
+    from autograder.sandbox.kernels import KERNEL_ENVIRONMENT
 
     saved = dict(os.environ)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))

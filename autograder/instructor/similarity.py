@@ -30,11 +30,11 @@ from copydetect import CodeFingerprint, compare_files
 from copydetect.defaults import GUARANTEE_THRESHOLD, NOISE_THRESHOLD
 from copydetect.utils import highlight_overlap
 
-from .cells import nbgrader_metadata
-from .course import find_assignments
-from .layout import EXERCISES_DIR
-from .errors import InputError
-from .submissions import SubmissionsError, find_root, load_notebook, unpack_zip
+from autograder.cells import nbgrader_metadata
+from autograder.grading.course import find_assignments
+from autograder.layout import EXERCISES_DIR
+from autograder.errors import InputError
+from autograder.submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 
 WINDOW = GUARANTEE_THRESHOLD - NOISE_THRESHOLD + 1  # copydetect's own window from its thresholds
 MARK_START, MARK_END = "\x00", "\x01"  # placeholders around matches, replaced by <mark> after escaping
@@ -158,7 +158,7 @@ def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXE
                detailed: int = 20) -> list[Pair]:
     """Compare the students of ``assignment`` in ``folder`` (RESULTS or SUBMISSIONS, a folder or
     a .zip); writes ``out`` (HTML) and ``out`` with .csv (every pair); returns the ranked pairs."""
-    from .lms import write_csv
+    from autograder.instructor.lms import write_csv
 
     if assignment not in find_assignments(release_dir):
         raise InputError(f"unknown assignment {assignment}; known: {', '.join(find_assignments(release_dir))}")

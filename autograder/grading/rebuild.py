@@ -8,7 +8,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
-from .cells import grade_id_of, nbgrader_metadata
+from autograder.cells import grade_id_of, nbgrader_metadata
 
 
 class RebuildFromSource(NbGraderPreprocessor):

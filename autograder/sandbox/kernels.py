@@ -40,12 +40,13 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME, RECORD_VARIABLE
 
-from .cells import holds_hidden_tests, is_test_cell
-from .cgroups import MemoryGroup
-from .forkserver import remove
-from .results import OBSERVED, OUTPUT_CUT, executor_error
+from autograder.cells import holds_hidden_tests, is_test_cell
+from autograder.layout import REPO_ROOT
+from autograder.results import OBSERVED, OUTPUT_CUT, executor_error
+from autograder.sandbox.cgroups import MemoryGroup
+from autograder.sandbox.forkserver import remove
 
-CHECKS_DIR = Path(__file__).resolve().parent.parent / "attention_checks"
+CHECKS_DIR = REPO_ROOT / "attention_checks"
 ANSWERS_DIR = CHECKS_DIR / "answers"
 FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import nbformat
 
-from .course import Course, find_assignments
-from .layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
-from .options import GradingOptions
+from autograder.grading.course import Course, find_assignments
+from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+from autograder.options import GradingOptions
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 

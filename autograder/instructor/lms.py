@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from .report import NAMES_AS_ON_DISK, csv_text, read_cell
-from .errors import InputError
-from .submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, zip_members
+from autograder.report import NAMES_AS_ON_DISK, csv_text, read_cell
+from autograder.errors import InputError
+from autograder.submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, zip_members
 
 
 

@@ -5,7 +5,7 @@ hidden tests (``solutions/``), the grader (``autograder/``); it stays private wh
 is taken for credit. ``publish`` writes DIR, everything a student or a self-learner needs and
 nothing else, a folder to push as the course's PUBLIC repository::
 
-    README.md, Makefile, requirements.txt, .gitignore   for students (templates in autograder/student/)
+    README.md, Makefile, requirements.txt, .gitignore   for students (templates in autograder/instructor/student/)
     pyproject.toml        builds the checks as the package attention-checks, version [project] version
     _config.yml           the repository and launch buttons name the public repository
     _toc.yml, book/, tools/web_assets.py, tools/system-packages.sh   the book, buildable from DIR alone
@@ -60,9 +60,9 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from . import release
-from .cells import nbgrader_metadata
-from .layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+from autograder.grading import release
+from autograder.cells import nbgrader_metadata
+from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")
 CHECKS = "attention_checks"

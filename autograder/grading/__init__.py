@@ -1,0 +1,1 @@
+"""The nbgrader integration: the course nbgrader grades in, and the pipeline's steps."""
