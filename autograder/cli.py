@@ -15,10 +15,10 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
+from autograder.engine.process import kernel_environment, prepare_process
 from autograder.errors import InputError
 from autograder.layout import EXERCISES_DIR, SOLUTIONS_DIR
 from autograder.options import GradingOptions
-from autograder.engine.process import kernel_environment, prepare_process
 
 STARTED = time.monotonic()
 NOTHING_GRADED = 1  # exit status of `grade` when no notebook could be graded (2: grading cannot run)

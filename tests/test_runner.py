@@ -11,11 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from autograder.engine.process import kernel_environment
+from autograder.engine.runner import grade_all
 from autograder.grading.course import Course
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
-from autograder.engine.process import kernel_environment
-from autograder.engine.runner import grade_all
 from autograder.submissions import discover
 from classroom import make_submission, reference_code
 

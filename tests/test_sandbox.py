@@ -13,9 +13,9 @@ import nbformat
 import pytest
 from traitlets.config import Config
 
+from autograder.results import observed_status
 from autograder.sandbox import kernels
 from autograder.sandbox.cgroups import MemoryGroup
-from autograder.results import observed_status
 from autograder.sandbox.kernels import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
                                 bwrap_available)
 

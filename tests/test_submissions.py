@@ -17,12 +17,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.engine.runner import _nbgrader_error, grade_all
 from autograder.grading.course import Course, nbgrader_id
 from autograder.grading.feedback import HideHiddenTests
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
 from autograder.report import ResultsWriter, grades_csv, read_cell, spreadsheet_cell
-from autograder.engine.runner import _nbgrader_error, grade_all
 from autograder.results import NotebookResult, Status
 from autograder.submissions import (MAX_NOTEBOOK_BYTES, Submission, SubmissionsError, discover,
                                     drop_broken_grade_ids, find_root, load_notebook, member_name, unpack_zip)

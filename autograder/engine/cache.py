@@ -40,12 +40,12 @@ from typing import Iterable, Sequence
 
 import attention_checks
 
+from autograder.engine.runner import Graded
 from autograder.grading.course import Course
-from autograder.options import GradingOptions
 from autograder.grading.release import PYPROJECT, install_setting
+from autograder.options import GradingOptions
 from autograder.report import ResultsWriter
 from autograder.results import NotebookResult
-from autograder.engine.runner import Graded
 from autograder.submissions import Submission
 
 # The code whose change may change a grade (the checks run in the kernel, judging in the grader).

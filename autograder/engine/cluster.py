@@ -33,11 +33,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from autograder.engine.process import kernel_environment, prepare_process
+from autograder.engine.runner import Graded, grade_group
 from autograder.grading.course import Course, CourseError, nbgrader_id
 from autograder.options import GradingOptions
-from autograder.engine.process import kernel_environment, prepare_process
 from autograder.results import NotebookResult, Status
-from autograder.engine.runner import Graded, grade_group
 from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
 try:

@@ -16,10 +16,10 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from autograder.cells import nbgrader_metadata
-from autograder.grading.course import COURSE_ID, Course, nbgrader_id
-from autograder.options import GradingOptions
 from autograder.engine.process import die_with_parent, prepare_process
+from autograder.grading.course import COURSE_ID, Course, nbgrader_id
 from autograder.grading.rebuild import identify
+from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status, observed_status, test_results
 from autograder.submissions import Submission, drop_broken_grade_ids, load_notebook
 

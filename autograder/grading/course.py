@@ -31,9 +31,9 @@ from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
 from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
 from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
 from autograder.grading.judge import JudgeTests, SaveVerdicts
+from autograder.grading.rebuild import RebuildFromSource
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
-from autograder.grading.rebuild import RebuildFromSource
 from autograder.sandbox.kernels import SandboxedExecute, SandboxedKernelManager, bwrap_available
 
 COURSE_ID = "attention-from-scratch"

@@ -45,8 +45,8 @@ from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Unicode, default
 
-from autograder.grading.exporters import ValidatedAfterKernel
 from autograder.cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_course_cell, is_written_answer
+from autograder.grading.exporters import ValidatedAfterKernel
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
 # The page's template: nbgrader's feedback template, less the 0 points of answers a person has

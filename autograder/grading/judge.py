@@ -30,8 +30,8 @@ from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
 from autograder.cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
-from autograder.results import VERDICT, CellVerdict, executor_error, observed
 from autograder.grading.scanner import SourceScanner, StudentObject
+from autograder.results import VERDICT, CellVerdict, executor_error, observed
 
 
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from autograder.report import NAMES_AS_ON_DISK, csv_text, read_cell
 from autograder.errors import InputError
+from autograder.report import NAMES_AS_ON_DISK, csv_text, read_cell
 from autograder.submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, ZIP_ERRORS, zip_members
 
 

@@ -60,8 +60,8 @@ from pathlib import Path
 import nbformat
 import yaml
 
-from autograder.grading import release
 from autograder.cells import nbgrader_metadata
+from autograder.grading import release
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")

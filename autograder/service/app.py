@@ -26,11 +26,12 @@ from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
 from starlette.templating import Jinja2Templates
 
-from autograder.instructor import lms
 from autograder.cells import grade_id_of
+from autograder.instructor import lms
 from autograder.report import grades_csv
 from autograder.results import NotebookResult
 from autograder.submissions import load_notebook
+
 from . import db as tables
 from .db import Database, Person, WebSession, hash_secret, new_secret
 from .policies import Policies

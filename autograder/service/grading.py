@@ -26,12 +26,13 @@ from dataclasses import replace
 from multiprocessing import get_context
 from pathlib import Path
 
+from autograder.engine.process import die_with_parent, prepare_process
+from autograder.engine.runner import Graded, grade_group
 from autograder.grading.course import Course
 from autograder.options import GradingOptions
-from autograder.engine.process import die_with_parent, prepare_process
 from autograder.results import NotebookResult, Status
-from autograder.engine.runner import Graded, grade_group
 from autograder.submissions import Submission as GraderSubmission
+
 from . import db as tables
 from .db import Database
 from .storage import Storage
