@@ -54,7 +54,7 @@ USES_ENCODER = marker("nn.TransformerEncoder")
 USES_GIVEN_LAYER = marker("GivenEncoderLayer")
 
 # Display names end with the identifier a student's source would use: the grader also scans
-# the source for that last component (autograder.scanner).
+# the source for that last component (autograder.grading.scanner).
 FORBIDDEN_LAYER_NORM = {
     F.layer_norm: "F.layer_norm",
     torch.layer_norm: "F.layer_norm",

@@ -4,7 +4,7 @@ When the autograder runs a notebook it sets ``ATTENTION_CHECKS_RECORD=1``. Each 
 then only displays what the student's code returned for each case (an *outcome*) as a
 JSON output of its test cell, its *record*. The grader re-runs the test cell in its own
 process, where each check takes the next record instead of calling student code, and
-judges it against references computed there (autograder.judge). So code in the student's
+judges it against references computed there (autograder.grading.judge). So code in the student's
 kernel can change what its functions return (which is their right), but never the verdict.
 Records are data: decoded without pickle, anything malformed an error of its case.
 """

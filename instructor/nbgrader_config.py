@@ -4,7 +4,7 @@ Stock nbgrader runs a student's notebook as it was submitted and scores a test c
 raised: a notebook that only rebinds the `check_*` names gets full marks, and
 `nbgrader generate_feedback` shows the hidden tests to every student. With this file,
 `nbgrader autograde` and `nbgrader generate_feedback` (from the command line or formgrader) use
-the pipelines of `python -m autograder grade` (autograder.course.grading_config):
+the pipelines of `python -m autograder grade` (autograder.grading.course.grading_config):
 
 - each submission is rebuilt on the source notebook (test cells, setup cell and metadata are the
   course's; only the solution cells are the student's);

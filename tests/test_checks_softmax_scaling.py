@@ -185,7 +185,7 @@ def test_forbidden_api_is_caught_however_it_is_called(route, swallowed):
 @pytest.mark.parametrize("route", sorted(set(ROUTES) - NOT_IN_SOURCE))
 def test_the_graders_source_scan_finds_the_forbidden_api(route):
     """The grader also reads the student's source: every display name must end with the identifier
-    a student would write, as autograder.judge.SourceScanner matches on that."""
+    a student would write, as autograder.grading.scanner.SourceScanner matches on that."""
     from autograder.grading.judge import SourceScanner, StudentObject
 
     names = sorted(set(FORBIDDEN_SOFTMAX.values()))

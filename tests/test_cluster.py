@@ -134,7 +134,7 @@ def grade_on_cluster(cluster: Cluster, submissions: Path, out: Path, **popen) ->
 
 
 def test_grading_without_a_scheduler_does_not_import_dask():
-    """Colab and laptops may skip distributed: only --scheduler imports autograder.cluster."""
+    """Colab and laptops may skip distributed: only --scheduler imports autograder.engine.cluster."""
     code = ("import sys; from autograder import cli; cli._parser().parse_args(['grade', 'x', '--out', 'y']); "
             "dask = sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')); "
             "sys.exit(f'imported {dask}' if dask else 0)")

@@ -1,7 +1,7 @@
 """The student distribution (`python -m autograder publish DIR`): nothing of the answer key in it.
 
 One distribution, written by the command as an instructor runs it, serves every test: the scan
-of every file for every secret line (autograder.publish says what one is), a scan that must fail
+of every file for every secret line (autograder.instructor.publish says what one is), a scan that must fail
 when one solution line is planted, what the distribution holds, a released notebook's setup cell
 in a fresh environment (it installs the wheel from a local folder standing in for the release,
 offline, then passes every visible test with the model solution pasted), and last the site,

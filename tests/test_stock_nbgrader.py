@@ -129,7 +129,7 @@ def test_a_configuration_that_cannot_load_stops_nbgrader(tmp_path):
     nbgrader cannot import the grader does not fall back to nbgrader's unsafe defaults."""
     course = tmp_path / "course"
     shutil.copytree(REPO / "solutions" / ASSIGNMENT, course / "source" / ASSIGNMENT)
-    (course / "nbgrader_config.py").write_text(SHIPPED.read_text().replace("from autograder.course",
+    (course / "nbgrader_config.py").write_text(SHIPPED.read_text().replace("from autograder.grading.course",
                                                                            "from autograder.no_such_module"))
     run = nbgrader(course, "generate_assignment", ASSIGNMENT)
     assert run.returncode != 0 and "no_such_module" in run.stdout + run.stderr
