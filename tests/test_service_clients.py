@@ -83,6 +83,12 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         page.screenshot(ARTIFACTS / "student-submission.png")
         page.goto(feedback)
         assert "test_simple_self_attention" in page.evaluate("document.body.innerText")
+        # the course's math typeset by the service's own MathJax (the only scripts the page may run),
+        # with its fonts, in the page's sandbox
+        wait_for(page, "document.querySelectorAll('mjx-container').length > 10", timeout=60)
+        assert page.evaluate("document.fonts.check('1em MJXZERO') || document.querySelectorAll('mjx-c').length > 0")
+        assert page.evaluate("(() => { try { return document.cookie; } catch (e) { return 'opaque'; } })()") == "opaque"
+        page.screenshot(ARTIFACTS / "feedback-math.png")
         page.goto(url + "/me")
         assert page.evaluate("document.querySelectorAll('#submissions tr').length") == 2  # header and the one
 

@@ -11,6 +11,8 @@ are read only from the data folder (``Storage``), by submission number.
 from __future__ import annotations
 
 import json
+import os
+import sys
 import tempfile
 import threading
 import time
@@ -24,6 +26,7 @@ from fastapi import FastAPI, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy import func, select
 from starlette.concurrency import run_in_threadpool
+from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from autograder.cells import grade_id_of
@@ -37,6 +40,18 @@ from .db import Database, Person, WebSession, hash_secret, new_secret
 from .policies import Policies
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+STATIC = Path(__file__).parent / "static"
+# MathJax 3, installed with the course's web assets (tools/web_assets.py, as the book uses it): the
+# only scripts a feedback page may run, served by the service itself (no CDN, which the sandboxed
+# page could not reach), so that the course's math reads as math there.
+WEB_ASSETS = Path(os.environ.get("COURSE_WEB_ASSETS") or Path(sys.prefix) / "share" / "course-web-assets")
+MATHJAX = WEB_ASSETS / "mathjax"
+FEEDBACK_MATH = '<script src="/static/mathjax-config.js"></script><script src="/static/mathjax/tex-mml-chtml.js"></script>'
+# The feedback page runs in a sandbox of its own (an opaque origin: no cookie, no request to the
+# service as the student), and of scripts only the service's own files: the page's other scripts,
+# and anything a student's output could hold, are blocked.
+FEEDBACK_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
+                "img-src data:; font-src 'self'; frame-ancestors 'self'")
 COOKIE = "autograder_session"
 SCORE_BINS = 10  # the instructor's score distribution: 0-10 %, ..., 90-100 %
 
@@ -272,9 +287,16 @@ def create_app(service: Service) -> FastAPI:
     app = FastAPI(title="Attention from scratch: submissions", docs_url=None, redoc_url=None, openapi_url=None)
     login_limiter = RateLimiter(service.limits.requests_per_minute)
 
+    if MATHJAX.is_dir():  # before /static, which would answer for it
+        app.mount("/static/mathjax", StaticFiles(directory=MATHJAX), name="mathjax")
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
         response = await call_next(request)
+        if request.url.path.startswith("/static/"):
+            # MathJax's fonts, fetched from a sandboxed page, whose origin is opaque: CORS lets them load
+            response.headers.setdefault("Access-Control-Allow-Origin", "*")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Referrer-Policy", "same-origin")
@@ -372,9 +394,11 @@ def create_app(service: Service) -> FastAPI:
         view = service.view(person, service.own(person, submission_id))
         if "feedback_url" not in view:
             raise HTTPException(404, "no feedback page for this submission (yet)")
-        return HTMLResponse(service.storage.feedback(submission_id).read_text(encoding="utf-8"), headers={
-            "Content-Security-Policy": "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-                                       "frame-ancestors 'self'", "X-Frame-Options": "SAMEORIGIN"})
+        page = service.storage.feedback(submission_id).read_text(encoding="utf-8")
+        if (MATHJAX / "tex-mml-chtml.js").is_file():  # before the page's last </body>: the template's own
+            before, end, after = page.rpartition("</body>")
+            page = before + FEEDBACK_MATH + end + after if end else page + FEEDBACK_MATH
+        return HTMLResponse(page, headers={"Content-Security-Policy": FEEDBACK_CSP, "X-Frame-Options": "SAMEORIGIN"})
 
     # -- the notebook's API (bearer token) ----------------------------------------------------
     @app.post("/api/submissions", status_code=202)
