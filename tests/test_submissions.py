@@ -285,17 +285,22 @@ def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp
     assert os.listdir(tmp_path / "out" / "feedback") == [name]
 
 
-def test_a_checks_report_reaches_the_results_without_an_internal_prefix():
-    from nbformat.v4 import new_code_cell, new_output
+def test_a_test_that_cannot_be_graded_says_why_with_the_errors_type():
+    """The verdict's message on a test cell whose own code fails (here a name the course's test code
+    does not define) keeps the error's type; a check's report stands alone (test_check_machinery)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell
 
-    from autograder.results import cell_message
+    from autograder.grading.judge import JudgeTests
+    from autograder.results import CellVerdict
 
-    report = new_code_cell(outputs=[new_output("error", ename="CheckFailed", evalue="✗ softmax: 1 of 2 cases fail",
-                                               traceback=[])])
-    crash = new_code_cell(outputs=[new_output("error", ename="NameError", evalue="name 'softmax' is not defined",
-                                              traceback=[])])
-    assert cell_message(report) == "✗ softmax: 1 of 2 cases fail"
-    assert cell_message(crash) == "NameError: name 'softmax' is not defined"
+    cell = new_code_cell("raise NameError(\"name 'softmax' is not defined\")", metadata={"nbgrader": {
+        "grade": True, "solution": False, "grade_id": "t", "points": 1}})
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    JudgeTests().preprocess(nb, {})
+    verdict = CellVerdict.of(nb.cells[0])
+    assert (verdict.score, verdict.message) == (0, "NameError: this test could not be graded: name 'softmax' is not "
+                                                   "defined")
 
 
 class _UnflaggedName(zipfile.ZipInfo):
