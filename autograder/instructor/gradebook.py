@@ -21,7 +21,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -102,8 +101,7 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     # nbgrader's Gradebook logs each database error's traceback before re-raising it: the one line below says it
     logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     try:
-        record_assignments(db_url, source_dir, assignments, course_id)
-        recorded = _record(results, db_url, course_id, roster)
+        recorded = _record(results, db_url, source_dir, assignments, course_id, roster)
     except SQLAlchemyError as err:  # a wrong URL, a read-only database, one of another nbgrader version, ...
         raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}") from err
     if course_dir is not None:
@@ -125,50 +123,17 @@ def copy_autograded(results_dir: Path, course_dir: Path, results: list[dict]) ->
     """Each graded notebook to ``course_dir/autograded/<student>/<assignment>/``, where formgrader
     reads it (nbgrader's layout): the answers to grade by hand, with the tests' outputs."""
     for r in results:
-        place_autograded(r, results_dir / "autograded" / r["student_id"] / r["assignment"] / f"{r['notebook']}.ipynb",
-                         course_dir)
+        folder = Path(r["student_id"], r["assignment"])
+        source = results_dir / "autograded" / folder / f"{r['notebook']}.ipynb"
+        if source.is_file():  # a notebook nbgrader could not run has none
+            target = course_dir / "autograded" / folder / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
 
 
-def place_autograded(result: dict, autograded: Path, course_dir: Path) -> None:
-    """One graded notebook (the file ``autograded``) where formgrader reads it in ``course_dir``."""
-    if autograded.is_file():  # a notebook nbgrader could not run has none
-        target = course_dir / "autograded" / result["student_id"] / result["assignment"] / f"{result['notebook']}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(autograded, target)
-
-
-class GradebookRecorder:
-    """An instructor's nbgrader gradebook written one graded notebook at a time, as results come in
-    (the submission service's ``--gradebook``): the notebook's automatic scores, and with
-    ``course_dir`` the source notebooks and the graded one where formgrader reads them, so that
-    the written answers can be graded by hand while the service runs. A student's notebook graded
-    again replaces the automatic scores of the one before (the hand-given ones stay)."""
-
-    def __init__(self, db_url: str, source_dir: Path, course_id: str = "", course_dir: Path | None = None):
-        self.db_url, self.source_dir, self.course_id, self.course_dir = db_url, source_dir, course_id, course_dir
-        self._lock = threading.Lock()  # one writer at a time: the service grades in several threads
-        self._assignments: set[str] = set()  # recorded in the gradebook by this recorder (seconds each)
-
-    def record(self, result: dict, autograded: Path, student: Student | None = None) -> None:
-        """``result`` (a NotebookResult as JSON) and its graded notebook; ``student``: the name and
-        email formgrader shows. A gradebook that cannot be written raises CourseError."""
-        with self._lock:
-            try:
-                if result["assignment"] not in self._assignments:
-                    record_assignments(self.db_url, self.source_dir, [result["assignment"]], self.course_id)
-                    self._assignments.add(result["assignment"])
-                _record([result], self.db_url, self.course_id, [student] if student else None)
-            except SQLAlchemyError as err:
-                raise CourseError(f"cannot write the nbgrader gradebook {self.db_url}: "
-                                  f"{str(err).splitlines()[0]}") from err
-            if self.course_dir is not None:
-                copy_source(self.source_dir, self.course_dir, [result["assignment"]])
-                if result["status"] not in NOT_SUBMITTED:
-                    place_autograded(result, autograded, self.course_dir)
-
-
-def _record(results: list[dict], db_url: str, course_id: str, roster: list[Student] | None) -> int:
-    """The results into the gradebook, whose assignments were recorded (``record_assignments``)."""
+def _record(results: list[dict], db_url: str, source_dir: Path, assignments: list[str], course_id: str,
+            roster: list[Student] | None) -> int:
+    record_assignments(db_url, source_dir, assignments, course_id)
     people = {s.student_id: s for s in roster or []}
     recorded = 0
     with Gradebook(db_url, course_id) as gb:
