@@ -29,10 +29,10 @@ from attention_checks.answers.judging import Report, judge_records
 from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from autograder.cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell, nbgrader_metadata
+from autograder.cells import (BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell,
+                              nbgrader_metadata)
 from autograder.grading.scanner import SourceScanner, StudentObject
 from autograder.results import VERDICT, CellVerdict, executor_error, observed
-
 
 
 class _CellNamespace(dict):
@@ -92,15 +92,14 @@ class HiddenText:
     SECRET = re.compile(r"\d{3,}|[A-Za-z]\w*[_\d]\w*")  # seeds, sizes, names of the hidden code's own
 
     def __init__(self, cells):
-        begin, end = BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS
         hidden, visible = [], []
         for cell in cells:
             if is_student_cell(cell):
                 continue  # what the course shows, not what the student wrote (a cell of every number, say)
             inside = False
             for line in cell.source.splitlines():
-                if begin in line or end in line:
-                    inside = begin in line
+                if BEGIN_HIDDEN_TESTS in line or END_HIDDEN_TESTS in line:
+                    inside = BEGIN_HIDDEN_TESTS in line
                     continue
                 (hidden if inside else visible).append(line)
         known = set(self.TOKEN.findall("\n".join(visible))) | DTYPE_NAMES
