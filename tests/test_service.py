@@ -16,6 +16,8 @@ import httpx
 import pytest
 import yaml
 
+from autograder.report import FORMULA_STARTS
+from autograder.service.db import Database
 from classroom import REPO, secret_lines
 from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
 
@@ -280,6 +282,17 @@ def test_tokens_command_needs_a_roster_or_an_instructor(tmp_path):
     done = subprocess.run([sys.executable, "-m", "autograder", "tokens", "--data", str(tmp_path / "d"),
                            "--out", str(tmp_path / "t.csv")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 2 and "ROSTER" in done.stderr
+
+
+def test_every_token_in_the_tokens_file_works_as_written(tmp_path):
+    """The file an instructor hands out: each token, read as any CSV reader reads it, is the one
+    the service knows (a token that starts like a formula would come back with a leading ')."""
+    data = tmp_path / "data"
+    students = [f"s{n}" for n in range(400)]
+    tokens = issue_tokens(data, students)
+    database = Database(f"sqlite:///{data / 'service.db'}")
+    assert [database.person_by_token(tokens[s]).id for s in students] == students
+    assert all(not token.startswith(FORMULA_STARTS) for token in tokens.values())
 
 
 def test_kill_mid_burst_and_restart_grades_each_submission_exactly_once(tmp_path):

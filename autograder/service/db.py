@@ -39,7 +39,10 @@ def hash_secret(secret: str) -> str:
 
 
 def new_secret() -> str:
-    return secrets.token_urlsafe(32)
+    """256 random bits as hex: a base64 alphabet would start one token in 64 with ``-``, which
+    every CSV the tool writes (tokens.csv included) prefixes with ``'`` so that a spreadsheet
+    shows it as text (``report.spreadsheet_cell``), and the token handed out would not work."""
+    return secrets.token_hex(32)
 
 
 class Base(DeclarativeBase):
