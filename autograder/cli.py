@@ -396,8 +396,9 @@ def _export_gradebook_command(commands) -> None:
     cmd.set_defaults(run=_export_gradebook)
 
 
-def _gradebook_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
-    """--gradebook, --course-id, --course-dir and --roster (also on ``grade``)."""
+def _gradebook_arguments(parser: argparse.ArgumentParser, required: bool = False, roster: bool = True) -> None:
+    """--gradebook, --course-id, --course-dir and --roster (also on ``grade``; ``serve`` takes the
+    students' names from its own database, without --roster)."""
     parser.add_argument("--gradebook", metavar="URL_OR_PATH", required=required,
                         help="an nbgrader gradebook: a gradebook.db path or an SQLAlchemy URL")
     parser.add_argument("--course-id", default="", metavar="ID",
@@ -405,9 +406,10 @@ def _gradebook_arguments(parser: argparse.ArgumentParser, required: bool = False
     parser.add_argument("--course-dir", type=Path, metavar="DIR",
                         help="the nbgrader course folder whose source/ and autograded/ formgrader reads (default: "
                              "the gradebook file's folder)")
-    parser.add_argument("--roster", type=Path, metavar="CSV",
-                        help="students' names and emails for the gradebook, which formgrader shows: collect's "
-                             "students.csv or the LMS's export (see export --roster)")
+    if roster:
+        parser.add_argument("--roster", type=Path, metavar="CSV",
+                            help="students' names and emails for the gradebook, which formgrader shows: collect's "
+                                 "students.csv or the LMS's export (see export --roster)")
 
 
 def _record_in_gradebook(args, results: Path) -> int:
@@ -481,6 +483,7 @@ def _service_commands(commands) -> None:
                        help="requests a token may make in a minute (default: %(default)s)")
     serve.add_argument("--secure-cookies", action="store_true",
                        help="send the login cookie over HTTPS only (set it behind an HTTPS reverse proxy)")
+    _gradebook_arguments(serve, roster=False)  # --gradebook: each graded notebook also goes into an nbgrader gradebook
     serve.set_defaults(run=_serve, warm_kernels=True)  # the service keeps its kernels warm
 
     tokens = commands.add_parser(
@@ -531,6 +534,17 @@ def _tokens(args) -> int:
     return 0
 
 
+def _gradebook_recorder(args, assignments: list[str]):
+    """serve --gradebook: the gradebook each graded notebook goes into, for formgrader, with the
+    course's ``assignments`` recorded in it; None without."""
+    if not args.gradebook:
+        return None
+    from autograder.instructor.gradebook import GradebookRecorder, course_folder, gradebook_url
+
+    return GradebookRecorder(gradebook_url(str(args.gradebook)), args.source, assignments, args.course_id,
+                             course_folder(args.gradebook, args.course_dir))
+
+
 def _serve(args) -> int:
     import uvicorn
 
@@ -548,12 +562,13 @@ def _serve(args) -> int:
     except PolicyError as err:
         print(f"autograder: error: {err}", file=sys.stderr)
         return 2
+    gradebook = _gradebook_recorder(args, course.assignments)  # a gradebook it cannot write: exit 2
     with kernel_environment():  # for the kernels of the grading workers, which start now
         if args.scheduler or args.scheduler_file:
             engine = DaskEngine(course, options, args.scheduler, args.scheduler_file)
         else:
             engine = LocalEngine(course, options, max(1, args.jobs))
-        grader = Grader(database, storage, course, engine)
+        grader = Grader(database, storage, course, engine, gradebook)
         requeued = grader.start()
         if requeued:
             print(f"queued again {requeued} submissions whose grading was interrupted", file=sys.stderr)

@@ -41,8 +41,10 @@ def service(tmp_path_factory):
         CLOSED: {"deadline": (now - timedelta(days=1)).isoformat(), "late": "refuse"},
         SCORE_ONLY: {"deadline": (now + timedelta(days=7)).isoformat(), "before_deadline": "score"},
     }}))
-    server = Server(data, source, "--policies", str(policies)).start()
-    yield SimpleNamespace(server=server, tokens=tokens, root=root, data=data)
+    course = root / "course"  # an instructor's nbgrader course, which formgrader reads
+    course.mkdir()
+    server = Server(data, source, "--policies", str(policies), "--gradebook", str(course / "gradebook.db")).start()
+    yield SimpleNamespace(server=server, tokens=tokens, root=root, data=data, course=course)
     server.stop()
 
 
@@ -331,3 +333,42 @@ def test_kill_mid_burst_and_restart_grades_each_submission_exactly_once(tmp_path
     # each graded to the end once: only a grading the kill interrupted was started again
     assert sum(started for *_, started in rows) <= len(rows) + 1
     assert "queued again" in server.log.read_text()
+
+
+def test_graded_notebooks_go_into_the_instructors_gradebook_for_formgrader(service):
+    """serve --gradebook: each graded notebook goes into the nbgrader gradebook, as grade --gradebook
+    puts a class there: its automatic scores, the written answer left for a person, the student's
+    name from the tokens' roster, and the autograded notebook where formgrader's manual grading
+    view reads it."""
+    from nbgrader.apps import NbGraderAPI
+    from traitlets.config import Config
+
+    from classroom import notebook_name, written_answers
+
+    (written,) = written_answers(ASSIGNMENT)
+    answer = "Both projections come from the same x, so the scores are symmetric."
+    notebook = notebook_text(service.root, "dora", {written: answer})
+    with client(service.server, service.tokens["dora"]) as http:
+        reply = http.post("/api/submissions", json={"notebook": notebook, "filename": "self_attention.ipynb"})
+        assert reply.status_code == 202, reply.text
+        done = wait_done(http, reply.json()["id"])
+    config = Config()
+    config.CourseDirectory.root = str(service.course)
+    api = NbGraderAPI(config=config)
+    recorded = {s["student"]: s for s in api.get_submissions(ASSIGNMENT)}
+    assert recorded["dora"]["needs_manual_grade"] and (recorded["dora"]["first_name"], recorded["dora"]["last_name"]) \
+        == ("Dora", "Student")
+    assert recorded["dora"]["autograded"] and float(recorded["dora"]["score"]) == done["score"] > 0
+    graded = json.loads((service.course / "autograded" / "dora" / ASSIGNMENT / f"{notebook_name(ASSIGNMENT)}.ipynb")
+                        .read_text())
+    cell = next(c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == written)
+    assert "".join(cell["source"]) == answer
+
+
+def test_a_gradebook_the_service_cannot_write_stops_it_with_one_line(tmp_path):
+    source = course_source(tmp_path)
+    (tmp_path / "course").mkdir()
+    done = subprocess.run([sys.executable, "-m", "autograder", "serve", "--data", str(tmp_path / "data"),
+                           "--source", str(source), "--port", "9", "--gradebook", str(tmp_path / "course")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and "is a folder" in done.stderr and "Traceback" not in done.stderr

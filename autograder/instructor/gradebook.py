@@ -15,12 +15,14 @@ Missing and invalid notebooks get no submission: nbgrader shows them as not subm
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
@@ -94,16 +96,9 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     unknown = sorted(set(assignments) - set(find_assignments(source_dir)))
     if unknown:
         raise CourseError(f"no source notebooks for {', '.join(unknown)} in {source_dir}")
-    database = Path(db_url.removeprefix("sqlite:///")) if db_url.startswith("sqlite:///") else None
-    if database is not None and database.is_dir():
-        raise CourseError(f"the gradebook {database} is a folder: give the path of a gradebook.db file "
-                          "(created if it does not exist); nothing was recorded")
-    # nbgrader's Gradebook logs each database error's traceback before re-raising it: the one line below says it
-    logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
-    try:
-        recorded = _record(results, db_url, source_dir, assignments, course_id, roster)
-    except SQLAlchemyError as err:  # a wrong URL, a read-only database, one of another nbgrader version, ...
-        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}") from err
+    with _gradebook_errors(db_url):
+        record_assignments(db_url, source_dir, assignments, course_id)
+        recorded = _record(results, db_url, course_id, roster)
     if course_dir is not None:
         copy_source(source_dir, course_dir, assignments)
         copy_autograded(results_dir, course_dir, [r for r in results if r["status"] not in NOT_SUBMITTED])
@@ -123,17 +118,65 @@ def copy_autograded(results_dir: Path, course_dir: Path, results: list[dict]) ->
     """Each graded notebook to ``course_dir/autograded/<student>/<assignment>/``, where formgrader
     reads it (nbgrader's layout): the answers to grade by hand, with the tests' outputs."""
     for r in results:
-        folder = Path(r["student_id"], r["assignment"])
-        source = results_dir / "autograded" / folder / f"{r['notebook']}.ipynb"
-        if source.is_file():  # a notebook nbgrader could not run has none
-            target = course_dir / "autograded" / folder / source.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
+        place_autograded(r, results_dir / "autograded" / r["student_id"] / r["assignment"] / f"{r['notebook']}.ipynb",
+                         course_dir)
 
 
-def _record(results: list[dict], db_url: str, source_dir: Path, assignments: list[str], course_id: str,
-            roster: list[Student] | None) -> int:
-    record_assignments(db_url, source_dir, assignments, course_id)
+def place_autograded(result: dict, autograded: Path, course_dir: Path) -> None:
+    """One graded notebook (the file ``autograded``) where formgrader reads it in ``course_dir``."""
+    if autograded.is_file():  # a notebook nbgrader could not run has none
+        target = course_dir / "autograded" / result["student_id"] / result["assignment"] / f"{result['notebook']}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(autograded, target)
+
+
+class GradebookRecorder:
+    """An instructor's nbgrader gradebook written one graded notebook at a time, as results come in
+    (the submission service's ``--gradebook``): the notebook's automatic scores, and with
+    ``course_dir`` the source notebooks and the graded one where formgrader reads them, so that
+    the written answers can be graded by hand while the service runs. A student's notebook graded
+    again replaces the automatic scores of the one before (the hand-given ones stay).
+
+    The assignments are recorded when the recorder is made, before the service grades anything:
+    nbgrader's ``generate_assignment`` changes the process's working folder while it runs, which
+    no thread of a running service may see; ``record`` only writes rows and copies files."""
+
+    def __init__(self, db_url: str, source_dir: Path, assignments: list[str], course_id: str = "",
+                 course_dir: Path | None = None):
+        self.db_url, self.course_id, self.course_dir = db_url, course_id, course_dir
+        with _gradebook_errors(db_url):
+            record_assignments(db_url, source_dir, assignments, course_id)
+        if course_dir is not None:
+            copy_source(source_dir, course_dir, assignments)
+        self._lock = threading.Lock()  # one writer at a time: the service grades in several threads
+
+    def record(self, result: dict, autograded: Path, student: Student | None = None) -> None:
+        """``result`` (a NotebookResult as JSON) and its graded notebook; ``student``: the name and
+        email formgrader shows. A gradebook that cannot be written raises CourseError."""
+        with self._lock:
+            with _gradebook_errors(self.db_url):
+                _record([result], self.db_url, self.course_id, [student] if student else None)
+            if self.course_dir is not None and result["status"] not in NOT_SUBMITTED:
+                place_autograded(result, autograded, self.course_dir)
+
+
+@contextlib.contextmanager
+def _gradebook_errors(db_url: str):
+    """A database error (a wrong URL, a read-only file, another nbgrader version's schema) as one
+    line, the cause: nbgrader's Gradebook logs each one's traceback before re-raising it."""
+    database = Path(db_url.removeprefix("sqlite:///")) if db_url.startswith("sqlite:///") else None
+    if database is not None and database.is_dir():
+        raise CourseError(f"the gradebook {database} is a folder: give the path of a gradebook.db file "
+                          "(created if it does not exist); nothing was recorded")
+    logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
+    try:
+        yield
+    except SQLAlchemyError as err:
+        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}") from err
+
+
+def _record(results: list[dict], db_url: str, course_id: str, roster: list[Student] | None) -> int:
+    """The results into the gradebook, whose assignments were recorded (``record_assignments``)."""
     people = {s.student_id: s for s in roster or []}
     recorded = 0
     with Gradebook(db_url, course_id) as gb:

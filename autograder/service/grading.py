@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 import uuid
 from concurrent.futures import ProcessPoolExecutor
@@ -28,7 +29,9 @@ from pathlib import Path
 
 from autograder.engine.process import die_with_parent, prepare_process
 from autograder.engine.runner import Graded, grade_group
-from autograder.grading.course import Course
+from autograder.grading.course import Course, CourseError
+from autograder.instructor.gradebook import GradebookRecorder
+from autograder.instructor.lms import Student
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status
 from autograder.submissions import Submission as GraderSubmission
@@ -137,8 +140,10 @@ class DaskEngine:
 class Grader:
     """``engine.slots`` threads, each grading one submission at a time off the database queue."""
 
-    def __init__(self, database: Database, storage: Storage, course: Course, engine):
+    def __init__(self, database: Database, storage: Storage, course: Course, engine,
+                 gradebook: GradebookRecorder | None = None):
         self.database, self.storage, self.course, self.engine = database, storage, course, engine
+        self.gradebook = gradebook  # an instructor's nbgrader gradebook that each graded notebook goes into
         self.claims = threading.Lock()
         self.wakeup = threading.Condition()
         self.stopping = False
@@ -196,3 +201,10 @@ class Grader:
             row.status, row.score, row.max_score = result.status.value, result.score, result.max_score
             row.reason = result.reason
             row.result = result.to_json()
+            person = session.get(tables.Person, sub.person_id)
+            student = Student(person.id, person.lms_id, person.name, person.email) if person else None
+        if self.gradebook is not None:
+            try:
+                self.gradebook.record(result.to_json(), self.storage.autograded(sub.id), student)
+            except CourseError as err:  # the submission is graded all the same: its result is stored
+                print(f"autograder serve: submission {sub.id} not recorded in the gradebook: {err}", file=sys.stderr)
