@@ -37,7 +37,9 @@ def test_a_killed_worker_costs_only_its_groups(tmp_path, monkeypatch):
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
             try:
-                workers = [p for p in psutil.Process(os.getpid()).children() if "spawn_main" in " ".join(p.cmdline())]
+                # the workers are forked by multiprocessing's fork server, a child of this process
+                workers = [worker for server in psutil.Process(os.getpid()).children()
+                           if "multiprocessing.forkserver" in " ".join(server.cmdline()) for worker in server.children()]
                 grading = [w for w in workers if w.children()]
             except psutil.NoSuchProcess:  # a process that ended while we looked
                 grading = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -23,14 +24,52 @@ def prepare_process() -> None:
     warnings.filterwarnings("ignore", module="nbgrader")
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """A worker whose parent (the CLI, the service) is killed would wait for work forever, holding
-    its sandbox: the kernel kills it with its parent (and bwrap, in turn, the sandbox), or it
-    leaves now if the parent died while it was starting."""
+def die_with_parent(grader_pid: int) -> None:
+    """A worker whose grader (the CLI, the service) is killed would wait for work forever, holding
+    its sandbox: the kernel kills it with its parent (multiprocessing's fork server, which leaves
+    when the grader does; bwrap, in turn, takes the sandbox down), or it leaves now if the grader
+    died while it was starting."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent_pid:
+        try:
+            os.kill(grader_pid, 0)
+        except ProcessLookupError:
             os._exit(1)
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    """How grading workers start: forked from one process that imported the grader (nbgrader,
+    PyTorch) once, multiprocessing's fork server, instead of each importing it afresh (seconds
+    of CPU per worker); the fork server itself is single-threaded, so forking it is safe."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["autograder.engine.runner", "autograder.service.grading"])
+    return context
+
+
+def start_workers_early() -> None:
+    """Start the fork server of ``worker_context`` now, so that its imports run beside the caller's
+    own (on another core) instead of after them, when the first worker is needed."""
+    from multiprocessing import forkserver
+
+    worker_context()
+    forkserver.ensure_running()
+
+
+def prepare_worker(grader_pid: int) -> None:
+    """A grading worker's process: it dies with its grader, finds nbgrader's tools, and gives its
+    kernels their environment (whatever the environment of the fork server it came from)."""
+    die_with_parent(grader_pid)
+    prepare_process()
+    _set_kernel_environment()
+
+
+def _set_kernel_environment() -> None:
+    from autograder.layout import REPO_ROOT
+    from autograder.sandbox.kernels import KERNEL_ENVIRONMENT
+
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in paths if p != str(REPO_ROOT)])
+    os.environ.update(KERNEL_ENVIRONMENT)
 
 
 @contextlib.contextmanager
@@ -38,12 +77,8 @@ def kernel_environment() -> Iterator[None]:
     """The environment of grading kernels that run without a sandbox (the sandbox sets its own):
     the check helpers importable, and what every grading kernel has (sandbox.KERNEL_ENVIRONMENT);
     the process's own environment again afterwards."""
-    from autograder.layout import REPO_ROOT
-    from autograder.sandbox.kernels import KERNEL_ENVIRONMENT
-
     saved = dict(os.environ)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    os.environ.update(KERNEL_ENVIRONMENT)
+    _set_kernel_environment()
     try:
         yield
     finally:

@@ -8,7 +8,6 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from itertools import islice
 from math import fsum
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -16,7 +15,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from autograder.cells import nbgrader_metadata
-from autograder.engine.process import die_with_parent, prepare_process
+from autograder.engine.process import prepare_worker, worker_context
 from autograder.grading.course import COURSE_ID, Course, nbgrader_id
 from autograder.grading.rebuild import identify
 from autograder.options import GradingOptions
@@ -142,7 +141,7 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
         return
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
+        with ProcessPoolExecutor(jobs, mp_context=worker_context(), initializer=_start_worker,
                                  initargs=(course.root, options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:
@@ -168,8 +167,7 @@ _worker_course: Course | None = None
 
 def _start_worker(course_root: Path, options: GradingOptions, cli: int) -> None:
     global _worker_course
-    die_with_parent(cli)
-    prepare_process()
+    prepare_worker(cli)
     _worker_course = Course(course_root.parent / f"course-{os.getpid()}", options, copy_of=course_root)
 
 

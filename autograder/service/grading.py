@@ -24,10 +24,9 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
-from multiprocessing import get_context
 from pathlib import Path
 
-from autograder.engine.process import die_with_parent, prepare_process
+from autograder.engine.process import prepare_worker, worker_context
 from autograder.engine.runner import Graded, grade_group
 from autograder.grading.course import Course, CourseError
 from autograder.instructor.gradebook import GradebookRecorder
@@ -58,8 +57,7 @@ _worker_course: Course | None = None
 
 def _start_worker(course_root: Path, options: GradingOptions, service_pid: int) -> None:
     global _worker_course
-    die_with_parent(service_pid)
-    prepare_process()  # the kernels' environment comes from the service (serve enters it first)
+    prepare_worker(service_pid)
     _worker_course = Course(course_root.parent / f"course-{os.getpid()}", options, copy_of=course_root)
     _warm_up(_worker_course)
 
@@ -88,7 +86,7 @@ class LocalEngine:
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(self.slots, mp_context=get_context("spawn"), initializer=_start_worker,
+        pool = ProcessPoolExecutor(self.slots, mp_context=worker_context(), initializer=_start_worker,
                                    initargs=(self.course.root, self.options, os.getpid()))
         for _ in range(self.slots):  # start (and warm up) every worker now, not at the first submission
             pool.submit(os.getpid)

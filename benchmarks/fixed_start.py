@@ -1,0 +1,96 @@
+"""The fixed start of ``grade``: the wall time of a class so small that the start is nearly all of
+it, against another revision of the grader, in alternating runs on the same machine.
+
+    .venv/bin/python -m benchmarks.fixed_start --baseline HEAD~3 --runs 3
+
+Two classes of assignment 01 (the reference solution): one notebook (graded in the CLI's own
+process), and two students with ``--jobs 2`` (two worker processes, each with its own sandbox).
+Each grading includes its notebooks' own cost, about a second each (benchmarks.profile_grading
+gives the stages). Prints each run, the medians and the ratio to the baseline, and ``import
+torch``'s time on this machine, the unit issue 32's targets are in.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.profile_grading import torch_import_seconds
+from classroom import REPO, make_submission
+
+CLASSES = {"1 notebook": (1, 1), "2 students, --jobs 2": (2, 2)}  # name -> (students, jobs)
+
+
+def export(revision: str, dest: Path) -> Path:
+    """The grader of ``revision`` (git archive of what `python -m autograder` runs from its folder)."""
+    archive = subprocess.run(["git", "archive", revision, "autograder", "attention_checks", "solutions",
+                              "pyproject.toml"], cwd=REPO, check=True, capture_output=True).stdout
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's CPU accounting, where this machine has it
+
+
+def grade(grader: Path, submissions: Path, out: Path, jobs: int) -> tuple[float, float | None]:
+    """Wall seconds, and CPU seconds of every process the grading started (workers, sandboxes,
+    kernels: counted in a cpuacct group of its own, whoever their parent is), the work done, which
+    other load on the machine inflates less than the wall time; None where there is no such group."""
+    command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out), "--quiet",
+               "--jobs", str(jobs)]
+    group = CPUACCT / f"fixed-start-{os.getpid()}"
+    try:
+        group.mkdir(exist_ok=True)
+        command = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *command]
+    except OSError:
+        group = None
+    start = time.perf_counter()
+    subprocess.run(command, cwd=grader, check=True)
+    seconds = time.perf_counter() - start
+    if group is None:
+        return seconds, None
+    cpu = int((group / "cpuacct.usage").read_text()) / 1e9
+    (group / "cpuacct.usage").write_text("0")
+    return seconds, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    unit = torch_import_seconds()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; `import torch` takes {unit:.2f} s")
+    with tempfile.TemporaryDirectory(prefix="fixed-start-") as tmp:
+        tmp = Path(tmp)
+        graders = {args.baseline: export(args.baseline, tmp / "baseline"), "working tree": REPO}
+        classes = {}
+        for name, (students, _) in CLASSES.items():
+            classes[name] = tmp / name.replace(" ", "_").replace(",", "")
+            for n in range(students):
+                make_submission(classes[name], f"student{n}", "01-self-attention")
+        times = {(g, c): [] for g in graders for c in classes}
+        for run in range(args.runs):
+            for grader_name, grader in graders.items():
+                for name, folder in classes.items():
+                    seconds, cpu = grade(grader, folder, tmp / f"out-{run}", CLASSES[name][1])
+                    times[(grader_name, name)].append((seconds, cpu))
+                    print(f"  run {run}: {grader_name:<14} {name:<22} {seconds:5.1f} s, CPU "
+                          f"{'-' if cpu is None else f'{cpu:.1f}'} s", flush=True)
+    print()
+    for name in classes:
+        for what, index in (("wall", 0), ("CPU", 1))[:1 if times[(args.baseline, name)][0][1] is None else 2]:
+            base, now = (statistics.median(t[index] for t in times[(g, name)]) for g in graders)
+            print(f"{name:<22} {what:<4} {args.baseline}: {base:5.1f} s ({base / unit:.1f} torch), working tree: "
+                  f"{now:5.1f} s ({now / unit:.1f} torch), ratio {now / base:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
