@@ -6,8 +6,11 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import select
 import signal
 import sys
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -26,15 +29,30 @@ def prepare_process() -> None:
 
 def die_with_parent(grader_pid: int) -> None:
     """A worker whose grader (the CLI, the service) is killed would wait for work forever, holding
-    its sandbox: the kernel kills it with its parent (multiprocessing's fork server, which leaves
-    when the grader does; bwrap, in turn, takes the sandbox down), or it leaves now if the grader
-    died while it was starting."""
+    its sandbox (and bwrap, in turn, takes the sandbox down with the worker). The worker's parent
+    is multiprocessing's fork server, which leaves only once every worker has gone (each holds
+    the pipe it waits on), so the worker watches the grader itself: it exits the moment the
+    grader's process ends (a pidfd), or now if the grader died while it was starting. The kernel
+    also kills it with the fork server."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        try:
-            os.kill(grader_pid, 0)
-        except ProcessLookupError:
-            os._exit(1)
+    threading.Thread(target=_exit_with, args=(grader_pid,), name="exit-with-grader", daemon=True).start()
+
+
+def _exit_with(pid: int) -> None:
+    try:
+        process = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfds (not Linux, or before 5.3): look every second
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            time.sleep(1)
+    select.select([process], [], [])  # readable once the process has ended
+    os._exit(1)
 
 
 def worker_context() -> multiprocessing.context.BaseContext:
