@@ -145,7 +145,7 @@ def _grade(args) -> int:
     if args.jobs > 1 and not (args.scheduler or args.scheduler_file):
         from autograder.engine.process import start_workers_early
 
-        start_workers_early()  # the workers' imports run beside this process's own, below
+        start_workers_early("autograder.engine.runner")  # the workers' imports run beside this process's own
     from tqdm import tqdm
 
     from autograder.engine import cache

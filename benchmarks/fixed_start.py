@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from benchmarks.profile_grading import torch_import_seconds
@@ -44,9 +45,9 @@ def grade(grader: Path, submissions: Path, out: Path, jobs: int) -> tuple[float,
     other load on the machine inflates less than the wall time; None where there is no such group."""
     command = [sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out), "--quiet",
                "--jobs", str(jobs)]
-    group = CPUACCT / f"fixed-start-{os.getpid()}"
+    group = CPUACCT / f"fixed-start-{uuid.uuid4().hex[:12]}"  # a fresh group per run, removed after it
     try:
-        group.mkdir(exist_ok=True)
+        group.mkdir()
         command = ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *command]
     except OSError:
         group = None
@@ -56,7 +57,7 @@ def grade(grader: Path, submissions: Path, out: Path, jobs: int) -> tuple[float,
     if group is None:
         return seconds, None
     cpu = int((group / "cpuacct.usage").read_text()) / 1e9
-    (group / "cpuacct.usage").write_text("0")
+    group.rmdir()
     return seconds, cpu
 
 

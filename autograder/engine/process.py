@@ -27,7 +27,7 @@ def prepare_process() -> None:
     warnings.filterwarnings("ignore", module="nbgrader")
 
 
-def die_with_parent(grader_pid: int) -> None:
+def _exit_with_grader(grader_pid: int) -> None:
     """A worker whose grader (the CLI, the service) is killed would wait for work forever, holding
     its sandbox (and bwrap, in turn, takes the sandbox down with the worker). The worker's parent
     is multiprocessing's fork server, which leaves only once every worker has gone (each holds
@@ -36,10 +36,10 @@ def die_with_parent(grader_pid: int) -> None:
     also kills it with the fork server."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    threading.Thread(target=_exit_with, args=(grader_pid,), name="exit-with-grader", daemon=True).start()
+    threading.Thread(target=_wait_then_exit, args=(grader_pid,), name="exit-with-grader", daemon=True).start()
 
 
-def _exit_with(pid: int) -> None:
+def _wait_then_exit(pid: int) -> None:
     try:
         process = os.pidfd_open(pid)
     except ProcessLookupError:
@@ -55,28 +55,31 @@ def _exit_with(pid: int) -> None:
     os._exit(1)
 
 
-def worker_context() -> multiprocessing.context.BaseContext:
+def worker_context(workers_module: str) -> multiprocessing.context.BaseContext:
     """How grading workers start: forked from one process that imported the grader (nbgrader,
     PyTorch) once, multiprocessing's fork server, instead of each importing it afresh (seconds
-    of CPU per worker); the fork server itself is single-threaded, so forking it is safe."""
+    of CPU per worker); the fork server itself is single-threaded, so forking it is safe.
+    ``workers_module``: the module that defines the workers' initializer and task, imported by
+    the fork server (the first pool of a process decides; a later one's module is imported by
+    its workers when they unpickle their first task)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["autograder.engine.runner", "autograder.service.grading"])
+    context.set_forkserver_preload([workers_module])
     return context
 
 
-def start_workers_early() -> None:
+def start_workers_early(workers_module: str) -> None:
     """Start the fork server of ``worker_context`` now, so that its imports run beside the caller's
     own (on another core) instead of after them, when the first worker is needed."""
     from multiprocessing import forkserver
 
-    worker_context()
+    worker_context(workers_module)
     forkserver.ensure_running()
 
 
 def prepare_worker(grader_pid: int) -> None:
     """A grading worker's process: it dies with its grader, finds nbgrader's tools, and gives its
     kernels their environment (whatever the environment of the fork server it came from)."""
-    die_with_parent(grader_pid)
+    _exit_with_grader(grader_pid)
     prepare_process()
     _set_kernel_environment()
 

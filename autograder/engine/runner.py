@@ -141,7 +141,7 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
         return
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
-        with ProcessPoolExecutor(jobs, mp_context=worker_context(), initializer=_start_worker,
+        with ProcessPoolExecutor(jobs, mp_context=worker_context(__name__), initializer=_start_worker,
                                  initargs=(course.root, options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:
