@@ -94,6 +94,11 @@ def test_the_distribution_is_the_students_edition(published):
     readme = (dist / "README.md").read_text()
     assert "make site" in readme and "make lab" in readme and setting.repository in readme
     assert "{version}" not in readme and f"v{setting.version}" in readme
+    # its Makefile sets up the venv with the repository's own recipe (tools/venv.mk, copied)
+    plan = subprocess.run(["make", "-n", "-B", "site"], cwd=dist, capture_output=True, text=True)
+    assert plan.returncode == 0, plan.stderr
+    assert '-m pip install --quiet "torch"' in plan.stdout and "tools/web_assets.py" in plan.stdout, plan.stdout
+    assert plan.stdout.rstrip().endswith(".venv/bin/jupyter-book build . --keep-going"), plan.stdout
     assert sorted(p.name for p in (dist / "exercises").iterdir()) == release.find_assignments(REPO / "solutions")
     # every setup cell installs this very wheel, its sha256 pinned
     (wheel,) = (dist / "dist").glob("*.whl")

@@ -8,7 +8,7 @@ nothing else, a folder to push as the course's PUBLIC repository::
     README.md, Makefile, requirements.txt, .gitignore   for students (templates in autograder/instructor/student/)
     pyproject.toml        builds the checks as the package attention-checks, version [project] version
     _config.yml           the repository and launch buttons name the public repository
-    _toc.yml, book/, tools/web_assets.py, tools/system-packages.sh   the book, buildable from DIR alone
+    _toc.yml, book/, tools/ (web assets, system packages, venv.mk)   the book, buildable from DIR alone
     exercises/<assignment>/   released fresh from solutions/ (nbgrader generate_assignment); every
                               setup cell installs the wheel below, its sha256 pinned
     attention_checks/     the checks (see SAFE TO PUBLISH below)
@@ -68,7 +68,7 @@ TEMPLATES = Path(__file__).with_name("student")
 CHECKS = "attention_checks"
 # What the student distribution copies from this repository, as it is (the exercises are released
 # fresh, and the files for students come from TEMPLATES).
-COPIED = ["book", "_toc.yml", "tools/web_assets.py", "tools/system-packages.sh", CHECKS]
+COPIED = ["book", "_toc.yml", "tools/web_assets.py", "tools/system-packages.sh", "tools/venv.mk", CHECKS]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "_build", ".DS_Store")
 # A fixed date for every file of the wheel: the same sources give the same wheel, byte for byte,
 # so that the sha256 that the notebooks pin stays right when the course is published again.

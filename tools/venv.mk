@@ -1,0 +1,29 @@
+# The course's virtual environment, for the repository's Makefile and the student distribution's
+# (`python -m autograder publish` copies this file). The Makefile that includes it sets PYTHON,
+# VENV, TORCH and SYSTEM_PACKAGES first, and makes its own targets depend on `setup`.
+BIN = $(VENV)/bin
+# MathJax, RequireJS and the ipywidgets manager, served by the site itself (no CDN): installed
+# into the venv, copied into _build/html/_static by book/_ext/offline_assets.py; needs npm once.
+WEB_ASSETS = $(VENV)/share/course-web-assets/.installed
+
+.PHONY: setup system-packages
+
+setup: system-packages $(VENV)/.installed $(WEB_ASSETS)
+
+# One a line in SYSTEM_PACKAGES: PACKAGE, or COMMAND:PACKAGE to accept COMMAND on PATH from
+# anywhere; installed as root with apt-get (as in CI), elsewhere only named (tools/system-packages.sh).
+system-packages:
+	@sh tools/system-packages.sh $(SYSTEM_PACKAGES)
+
+$(VENV)/.installed: requirements.txt pyproject.toml | system-packages
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	# `python -m autograder` (in the repository) and the check helpers, for Jupyter started anywhere
+	$(BIN)/python -m pip install --quiet --no-deps --editable .
+	touch $@
+
+$(WEB_ASSETS): tools/web_assets.py $(VENV)/.installed | system-packages
+	$(BIN)/python tools/web_assets.py
+	touch $@
