@@ -210,17 +210,20 @@ class ForbiddenCalls(TorchFunctionMode):
         """The profiler hook that watches the code that runs: one function, as short as it can be,
         since it runs at every call and return (a hook set before keeps running)."""
         by_code, note = self.by_code, self.note
-        in_c = {}  # id(frame) -> the calls of C functions open in that frame
+        # the frames whose call of a C function is running: a frame runs one instruction at a
+        # time, so it has at most one such call open (a set, the cheapest thing to keep)
+        open_c_calls: set[int] = set()
+        c_call_opens, c_call_ends = open_c_calls.add, open_c_calls.discard
 
         def hook(frame: FrameType, event: str, arg: Any) -> None:
             if previous is not None:
                 previous(frame, event, arg)
             if event == "c_call":
-                in_c[id(frame)] = in_c.get(id(frame), 0) + 1
+                c_call_opens(id(frame))
                 return
             if event != "call":
-                if event in ("c_return", "c_exception") and (left := in_c.pop(id(frame), 0) - 1) > 0:
-                    in_c[id(frame)] = left
+                if event != "return":  # c_return, c_exception
+                    c_call_ends(id(frame))
                 return
             code = frame.f_code
             name = by_code.get(code)
@@ -232,7 +235,8 @@ class ForbiddenCalls(TorchFunctionMode):
                 if not code.co_filename.startswith(_PRIVATE_DIRS):
                     return
                 caller = frame.f_back
-                while caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR) and id(caller) not in in_c:
+                while (caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR)
+                       and id(caller) not in open_c_calls):
                     caller = caller.f_back
                 if caller is None or caller.f_code.co_filename.startswith(_TORCH_DIR):
                     return

@@ -13,7 +13,8 @@ nothing in the grader is changed.
 
 The kernel's side (the test cells) is then split by running each assignment's checks in this
 process (``classroom.notebook.SourceNotebook``): the share of their time spent in the meta-device
-re-run (``attention_checks.probe.on_meta``) is printed per assignment.
+re-run (``attention_checks.probe.on_meta``), and what the checks' call watch costs (the same
+cells with its profiler hook off, alternating runs), are printed per assignment.
 """
 from __future__ import annotations
 
@@ -115,10 +116,12 @@ def torch_import_seconds(runs: int = 3) -> float:
     return statistics.median(times)
 
 
-def meta_share(assignment: str) -> tuple[float, float]:
-    """Seconds of one run of the assignment's test cells in this process, and of them, the
-    seconds in the meta-device re-run."""
-    from attention_checks import probe
+def kernel_shares(assignment: str, runs: int = 3) -> tuple[float, float, float]:
+    """Seconds of one run of the assignment's test cells in this process (the median of
+    ``runs``), of them the seconds in the meta-device re-run, and the seconds the same cells take
+    with the checks' call watch (``ForbiddenCalls``' profiler hook) off: runs with and without it
+    alternate, so that a busy neighbour weighs on both alike."""
+    from attention_checks import core, probe
     from classroom.notebook import SourceNotebook
 
     watch = Stopwatch()
@@ -126,12 +129,27 @@ def meta_share(assignment: str) -> tuple[float, float]:
     notebook = SourceNotebook(assignment)
     namespace = notebook.student()
     notebook.grade_all(namespace=namespace)  # once untimed: what PyTorch loads at its first use of an operator
-    watch.seconds.clear()
-    start = time.perf_counter()
-    notebook.grade_all(namespace=namespace)
-    total = time.perf_counter() - start
-    setattr(probe, "on_meta", probe.on_meta.__wrapped__)
-    return total, watch.seconds["meta"]
+    watching = core.ForbiddenCalls.__init__
+
+    def unwatched(calls, forbidden):
+        watching(calls, forbidden)
+        calls.watch_code = False
+
+    times: dict[str, list[float]] = {"on": [], "off": [], "meta": []}
+    try:
+        for _ in range(runs):
+            for mode, init in (("on", watching), ("off", unwatched)):
+                core.ForbiddenCalls.__init__ = init
+                watch.seconds.clear()
+                start = time.perf_counter()
+                notebook.grade_all(namespace=namespace)
+                times[mode].append(time.perf_counter() - start)
+                if mode == "on":
+                    times["meta"].append(watch.seconds["meta"])
+    finally:
+        core.ForbiddenCalls.__init__ = watching
+        setattr(probe, "on_meta", probe.on_meta.__wrapped__)
+    return statistics.median(times["on"]), statistics.median(times["meta"]), statistics.median(times["off"])
 
 
 def main() -> int:
@@ -176,10 +194,12 @@ def main() -> int:
     print(f"per notebook, the fixed start aside: {cost:.3f} s = {cost / unit:.2f} `import torch`")
     print(f"fixed start: {sum(fixed.values()):.1f} s")
 
-    print("\nthe test cells in this process (a second run), and their meta-device re-run:")
+    print("\nthe test cells in this process (medians of 3 runs after a first), their meta-device re-run,"
+          "\nand the same cells with the checks' call watch off (alternating runs):")
     for assignment in args.assignments:
-        total, meta = meta_share(assignment)
-        print(f"  {assignment:<28} {total:6.2f} s, meta {meta:5.2f} s ({meta / total:.0%})")
+        total, meta, unwatched = kernel_shares(assignment)
+        print(f"  {assignment:<28} {total:6.2f} s, meta {meta:5.2f} s ({meta / total:.0%}), "
+              f"watch off {unwatched:5.2f} s (the watch: x{total / unwatched:.2f})")
     return 0
 
 
