@@ -247,6 +247,17 @@ found = []
 
 class Spy:
     def __call__(self, *args, **kwargs):
+        # the checks' call watch (a profile hook) sees every C call the scan below makes: off
+        # while it runs, it finds the same tensors five times faster
+        hook = sys.getprofile()
+        sys.setprofile(None)
+        try:
+            self.collect()
+        finally:
+            sys.setprofile(hook)
+        raise RuntimeError("spy")
+
+    def collect(self):
         seen = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
         frame = sys._getframe()
         while frame is not None:
@@ -257,7 +268,6 @@ class Spy:
         copies = set(map(id, found))  # the spy's own copies are tensors too: not again
         found.extend(t.detach().to("cpu", torch.float64) for t in {id(t): t for t in seen}.values()
                      if id(t) not in copies and t.is_floating_point() and t.numel() > 1)
-        raise RuntimeError("spy")
 
 registry.load_all()
 calls = json.loads(sys.argv[1])
