@@ -46,6 +46,10 @@ the sandbox (``sandbox/``)
 
 - ``sandbox.kernels``         the kernels in bubblewrap, forked from a warm Python, and
                               ``SandboxedExecute``, the preprocessor that runs the notebook in them
+- ``sandbox.server``          the fork server a worker's kernels come from: started, asked, reset,
+                              stopped (light: ``grade`` starts one before it loads PyTorch)
+- ``sandbox.bwrap``           the bubblewrap command, its limits, the folders a sandbox writes to,
+                              the uid it runs as
 - ``sandbox.cgroups``         one memory limit for all of a sandbox's processes: a memory control group
 - ``sandbox.forkserver``      the warm Python inside a sandbox that forks each kernel
 
@@ -55,11 +59,13 @@ what every wing uses
 - ``submissions``             finding, unpacking and validating the submitted notebooks (no links followed)
 - ``options``                 ``GradingOptions``: how notebooks are graded, the one form options take
                               below the CLI
-- ``layout``                  where the course's files are (solutions/, exercises/)
+- ``layout``                  where the course's files are (solutions/, exercises/), which assignments
+                              a source folder holds
 - ``results``                 a graded notebook's result and ``Status``, per-test results, a test
                               cell's verdict (``CellVerdict``)
 - ``cells``                   what a notebook's cell is, from its nbgrader metadata
-- ``errors``                  ``InputError``: an input of the instructor's that cannot be used (exit 2)
+- ``errors``                  ``InputError``: an input of the instructor's that cannot be used, and
+                              ``CourseError``: a course that cannot be graded (exit 2)
 """
 import sys
 

@@ -2,8 +2,9 @@
 and its handler are here; below the command line, options take one form (``GradingOptions``)
 and the modules never see the arguments.
 
-Only light modules at the top: ``grade`` says what it does before nbgrader and PyTorch are
-loaded (seconds on a busy machine), and each handler imports what it needs."""
+Only light modules at the top: ``grade`` finds the class and starts what will grade it before
+nbgrader and PyTorch are loaded (seconds on a busy machine), and each handler imports what it
+needs."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ from itertools import groupby
 from pathlib import Path
 
 from autograder.engine.process import kernel_environment, prepare_process
-from autograder.errors import InputError
+from autograder.errors import CourseError, InputError
 from autograder.layout import EXERCISES_DIR, SOLUTIONS_DIR
 from autograder.options import GradingOptions
 
@@ -39,11 +40,7 @@ class NothingToGrade(RuntimeError):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["grade"] and "--quiet" not in argv and not {"-h", "--help"} & set(argv):
-        say("loading nbgrader and PyTorch")
     args = _parser().parse_args(argv)
-    from autograder.grading.course import CourseError
-
     prepare_process()
     try:
         return args.run(args)
@@ -142,15 +139,10 @@ def _release(args) -> int:
 
 
 def _grade(args) -> int:
-    if args.jobs > 1 and not (args.scheduler or args.scheduler_file):
-        from autograder.engine.process import start_workers_early
-
-        start_workers_early("autograder.engine.runner")  # the workers' imports run beside this process's own
-    from tqdm import tqdm
-
-    from autograder.engine import cache
-    from autograder.grading.course import Course, find_assignments
+    # Light modules only until the class is found: what grades it is then started (a sandbox, or
+    # the workers) so that its imports of nbgrader and PyTorch run beside this process's own.
     from autograder.instructor.lms import collect_notes, read_roster
+    from autograder.layout import find_assignments
     from autograder.report import ResultsWriter
     from autograder.submissions import SubmissionsError, discover, find_root, unpack_student_zips, unpack_zip
 
@@ -187,6 +179,13 @@ def _grade(args) -> int:
         progress_line(f"found {len(groups)} students' assignments ({', '.join(present)}), {len(expected)} notebooks")
 
         options = grading_options(args)
+        _start_grading_early(args, options, len(groups))
+        progress_line("loading nbgrader and PyTorch")
+        from tqdm import tqdm
+
+        from autograder.engine import cache
+        from autograder.grading.course import Course
+
         course = Course(tmp / "course", options, assignments=present)  # checks the source notebooks first
         course.generate_all(lambda a: progress_line(f"preparing {a} (nbgrader generate_assignment)"))
 
@@ -263,6 +262,30 @@ def _layout_hints(root: Path, assignments: list[str], notebooks: dict) -> list[s
     return hints + diagnose(root, assignments, notebooks)
 
 
+def _local_workers(args, groups: int) -> int:
+    """How many worker processes grade ``groups`` on this machine (1: this process grades them)."""
+    return max(1, min(args.jobs, groups))
+
+
+def _start_grading_early(args, options: GradingOptions, groups: int) -> None:
+    """Start what will grade the class on this machine before this process loads nbgrader and
+    PyTorch, so that its own imports run beside these (on another core): the workers' fork
+    server, or, when this process grades alone, the sandbox its kernels are forked from. Not
+    for a class that a cache may answer (most groups then need no kernel) or a Dask cluster."""
+    if args.scheduler or args.scheduler_file or args.cache:
+        return
+    if _local_workers(args, groups) > 1:
+        from autograder.engine.process import start_workers_early
+
+        start_workers_early("autograder.engine.runner")
+    elif options.sandbox and options.warm_kernels:
+        from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
+        from autograder.sandbox.server import launch_fork_server
+
+        if bwrap_available():  # else Course says what is missing
+            launch_fork_server(sandbox_limits(options.memory_limit))
+
+
 def _engine(args):
     """Where the notebooks are graded, chosen here only: ``grade(groups, course, options)`` on
     the workers of a Dask cluster (--scheduler, --scheduler-file; connected now, before RESULTS
@@ -272,7 +295,7 @@ def _engine(args):
     if args.scheduler or args.scheduler_file:
         from autograder.engine import cluster
         return cluster.engine(args.scheduler, args.scheduler_file)
-    return lambda groups, course, options: grade_all(groups, course, max(1, min(args.jobs, len(groups))), options)
+    return lambda groups, course, options: grade_all(groups, course, _local_workers(args, len(groups)), options)
 
 
 # --------------------------------------------------------------------------
@@ -327,7 +350,7 @@ def _lms_commands(commands) -> None:
 
 
 def _collect(args) -> int:
-    from autograder.grading.course import find_assignments
+    from autograder.layout import find_assignments
     from autograder.instructor.lms import PATTERNS, collect, read_roster, write_collect_report
 
     download, out = args.download.resolve(), args.out.resolve()

@@ -8,3 +8,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 EXERCISES_DIR = REPO_ROOT / "exercises"
+
+
+def find_assignments(source_dir: Path) -> list[str]:
+    """Assignment ids: the folders of ``source_dir`` that hold at least one notebook."""
+    from autograder.errors import InputError
+
+    if not source_dir.is_dir():
+        raise InputError(f"no source folder at {source_dir}")
+    return sorted(d.name for d in source_dir.iterdir() if d.is_dir() and any(d.glob("*.ipynb")))

@@ -56,6 +56,10 @@ def grade(grader: Path, submissions: Path, out: Path, jobs: int) -> tuple[float,
     seconds = time.perf_counter() - start
     if group is None:
         return seconds, None
+    # what the grading killed as it exited (a sandbox, its fork server) may take a moment to go
+    deadline = time.monotonic() + 30
+    while (group / "cgroup.procs").read_text().strip() and time.monotonic() < deadline:
+        time.sleep(0.05)
     cpu = int((group / "cpuacct.usage").read_text()) / 1e9
     group.rmdir()
     return seconds, cpu

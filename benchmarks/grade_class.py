@@ -38,7 +38,7 @@ import psutil
 
 from classroom import REPO, Results, load_corpus, make_submission, snapshot_grader, tree_digest
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 
 KINDS = ["correct", "buggy", "stub", "broken"]
 

@@ -40,7 +40,7 @@ import classroom
 from classroom import Results, grade, load_corpus, make_submission
 from classroom.hints import Row, no_foreign_hints, share, tally, targets_hold
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from autograder.layout import SOLUTIONS_DIR
 
 def graded(assignments: list[str], out_dir: Path | None) -> Results:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from classroom import REPO, make_submission
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 
 
 class Stopwatch:
@@ -85,11 +85,13 @@ def instrument(watch: Stopwatch) -> None:
     from autograder import report
     from autograder.engine import runner
     from autograder.grading import course, feedback
-    from autograder.sandbox import kernels
+    from autograder.sandbox import kernels, server
 
     watch.wrap(course.Course, "__init__", "fixed start: the course folder and its gradebook")
     watch.wrap(course.Course, "generate", "fixed start: nbgrader generate_assignment")
-    watch.wrap(kernels.ForkServer, "_start", "fixed start: the fork server (imports torch once)")
+    # started, then waited for: the wait is what is left of its imports when the first kernel needs it
+    watch.wrap(server.ForkServer, "launch", "fixed start: the fork server (imports torch once)")
+    watch.wrap(server.ForkServer, "_wait_until_ready", "fixed start: the fork server (imports torch once)")
     watch.wrap(runner, "grade_group", "the worker's own steps (checks, copies, clean-up)")
     watch.wrap(NbGraderAPI, "autograde", "nbgrader autograde: the app's own steps")
     watch.wrap(NbGraderAPI, "generate_feedback", "nbgrader generate_feedback: the app's own steps")

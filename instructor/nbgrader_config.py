@@ -31,7 +31,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import AssignLatePenalties
 
 from autograder.grading.course import grading_config
-from autograder.sandbox.kernels import bwrap_available
+from autograder.sandbox.bwrap import bwrap_available
 
 if not bwrap_available():
     raise RuntimeError("this course's nbgrader configuration runs student code in a bubblewrap sandbox, but "

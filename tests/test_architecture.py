@@ -31,3 +31,15 @@ def test_a_layer_that_imports_upwards_breaks_the_contract(tmp_path):
     done = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT_IMPORTS.parent)})
     assert done.returncode != 0 and "autograder.results -> autograder.engine.runner" in done.stdout, done.stdout[-3000:]
+
+
+def test_grade_finds_the_class_and_starts_its_sandbox_before_loading_pytorch():
+    """`grade` starts the sandbox its kernels are forked from (or its workers) before it loads
+    nbgrader and PyTorch itself, so that both imports run at once: every module it needs until
+    then must load neither."""
+    modules = ["autograder.cli", "autograder.instructor.lms", "autograder.layout", "autograder.report",
+               "autograder.submissions", "autograder.engine.process", "autograder.sandbox.bwrap",
+               "autograder.sandbox.server"]
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in ('torch', 'nbgrader', 'jupyter_client') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

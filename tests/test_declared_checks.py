@@ -18,7 +18,7 @@ import torch
 
 from attention_checks import registry
 from attention_checks.answers.judging import answer_for, judged
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from classroom import REPO, secret_lines, written_answers
 from classroom.notebook import SourceNotebook, _nbgrader, load_corpus
 

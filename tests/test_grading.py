@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from classroom import REPO, Results, grade, load_corpus, notebook_name, reference_code, secret_lines, tree_digest
 from graded_classes import GradedClass, graded_class
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from classroom import REPO, CorpusEntry
 from graded_classes import graded_class
 

@@ -366,7 +366,7 @@ def test_shared_resources_are_limited_per_notebook(resources, attack):
 
 
 def test_ram_disks_have_a_size(resources):
-    from autograder.sandbox.kernels import TMPFS_BYTES
+    from autograder.sandbox.bwrap import TMPFS_BYTES
 
     wrote = re.search(r"WROTE (\d+) MiB", shown_to_student(resources, "fill_ram_disks"))
     assert wrote and 0 < int(wrote[1]) <= TMPFS_BYTES // 2**20
@@ -394,7 +394,7 @@ def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
 
 
 def test_the_scratch_folder_has_a_size(resources):
-    from autograder.sandbox.kernels import TMPFS_BYTES, _real_root
+    from autograder.sandbox.bwrap import TMPFS_BYTES, _real_root
 
     wrote = re.search(r"SCRATCH (\d+) MiB", shown_to_student(resources, "fill_scratch"))
     assert wrote and int(wrote[1]) > 0

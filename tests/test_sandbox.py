@@ -14,15 +14,24 @@ import pytest
 from traitlets.config import Config
 
 from autograder.results import observed_status
+from attention_checks.record import RECORD_VARIABLE
 from autograder.sandbox import kernels
+from autograder.sandbox import server as sandbox_server
+from autograder.sandbox.bwrap import KERNEL_ENVIRONMENT, TMPFS_BYTES, _real_root, bwrap_available, sandbox_limits
 from autograder.sandbox.cgroups import MemoryGroup
-from autograder.sandbox.kernels import (ForkServer, ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager,
-                                bwrap_available)
+from autograder.sandbox.kernels import ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager
+from autograder.sandbox.server import ForkServer, fork_server
 
 pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
               pytest.mark.skipif(not bwrap_available(), reason="needs bubblewrap")]
 
-LIMITS = dict(memory_bytes=4 * 1024**3, file_bytes=64 * 1024**2, processes=512)
+LIMITS = sandbox_limits(4 * 1024**3)
+
+
+def test_kernels_record_for_the_grader():
+    """bwrap.py names the checks' recording switch rather than importing it (it must not load
+    PyTorch): the two must stay the same name, or no kernel would record what the grader judges."""
+    assert KERNEL_ENVIRONMENT[RECORD_VARIABLE] == "1"
 
 
 def run_kernel(work_root, code: str, answer_timeout: float | None = None) -> tuple[str, bool]:
@@ -118,7 +127,7 @@ def test_kernels_that_leave_only_files_share_one_warm_server(tmp_path):
     servers = set()
     for code in ('open("/tmp/note", "w").write("x")', 'open("../../note", "w").write("x")', "print(1)"):
         run_kernel(tmp_path, code)
-        servers.add(kernels.fork_server(LIMITS).process.pid)
+        servers.add(fork_server(LIMITS).process.pid)
     assert len(servers) == 1
 
 
@@ -176,8 +185,8 @@ def test_a_kernel_that_stops_or_kills_its_server_loses_only_itself(tmp_path, sig
 def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypatch):
     broken = tmp_path / "forkserver.py"
     broken.write_text('print(\'{"ready": false, "threads": 3}\', flush=True)\n')
-    monkeypatch.setattr(kernels, "FORKSERVER", broken)
-    monkeypatch.setattr(kernels, "_fork_servers", {})  # not the running one
+    monkeypatch.setattr(sandbox_server, "FORKSERVER", broken)
+    monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running one
     out, alive = run_kernel(tmp_path, "import sys; print('torch' in sys.modules, 6 * 7)")
     assert (out.strip(), alive) == ("False 42", True)
 
@@ -330,8 +339,8 @@ def test_the_scratch_folder_has_a_size_when_root_grades(tmp_path):
         except OSError as err:
             print(err.errno, end=" ")
         print(written)""")
-    if not kernels._real_root():
+    if not _real_root():
         assert out.split() == ["512"]  # what the README says: the folder is limited per file only
         return
     errno, written = map(int, out.split())
-    assert (errno, alive) == (28, True) and written < kernels.TMPFS_BYTES // 2**20  # ENOSPC
+    assert (errno, alive) == (28, True) and written < TMPFS_BYTES // 2**20  # ENOSPC

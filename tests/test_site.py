@@ -9,7 +9,7 @@ import nbformat
 import pytest
 import yaml
 
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from classroom import REPO, notebook_name, secret_lines
 from classroom.site import chapter_notebooks
 

@@ -35,7 +35,8 @@ from typing import Iterator, Sequence
 
 from autograder.engine.process import kernel_environment, prepare_process
 from autograder.engine.runner import Graded, grade_group
-from autograder.grading.course import Course, CourseError, nbgrader_id
+from autograder.errors import CourseError
+from autograder.grading.course import Course, nbgrader_id
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status
 from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
@@ -83,7 +84,7 @@ class CourseOnWorker(WorkerPlugin):
         self.course.generate_all()
 
     def teardown(self, worker) -> None:
-        from autograder.sandbox.kernels import stop_fork_servers
+        from autograder.sandbox.server import stop_fork_servers
 
         if hasattr(self, "environment"):
             self.environment.__exit__(None, None, None)

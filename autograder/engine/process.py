@@ -86,7 +86,7 @@ def prepare_worker(grader_pid: int) -> None:
 
 def _set_kernel_environment() -> None:
     from autograder.layout import REPO_ROOT
-    from autograder.sandbox.kernels import KERNEL_ENVIRONMENT
+    from autograder.sandbox.bwrap import KERNEL_ENVIRONMENT
 
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + [p for p in paths if p != str(REPO_ROOT)])

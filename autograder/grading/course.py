@@ -28,24 +28,22 @@ from sqlalchemy.engine import Engine
 from traitlets.config import Config
 
 from autograder.cells import grade_id_of, is_written_answer, nbgrader_metadata
+from autograder.errors import CourseError
 from autograder.grading.exporters import AutogradeExporter
 from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
 from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
 from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
 from autograder.grading.judge import JudgeTests, SaveVerdicts
 from autograder.grading.rebuild import RebuildFromSource
-from autograder.layout import SOLUTIONS_DIR
+from autograder.layout import SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
-from autograder.sandbox.kernels import SandboxedExecute, SandboxedKernelManager, bwrap_available
+from autograder.sandbox.bwrap import bwrap_available
+from autograder.sandbox.kernels import SandboxedExecute, SandboxedKernelManager
 
 COURSE_ID = "attention-from-scratch"
 
 # Files of a source folder that never belong to an assignment.
 IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
-
-
-class CourseError(RuntimeError):
-    """The course itself is broken (not a student's fault): grading cannot run."""
 
 
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -63,13 +61,6 @@ def nbgrader_id(student_id: str) -> str:
 def without(pipeline, *steps) -> list:
     """The default of an nbgrader pipeline (a List trait) without ``steps``."""
     return [step for step in pipeline.default() if step not in steps]
-
-
-def find_assignments(source_dir: Path) -> list[str]:
-    """Assignment ids: the folders of ``source_dir`` that hold at least one notebook."""
-    if not source_dir.is_dir():
-        raise CourseError(f"no source folder at {source_dir}")
-    return sorted(d.name for d in source_dir.iterdir() if d.is_dir() and any(d.glob("*.ipynb")))
 
 
 def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 300,

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.grading.course import Course, find_assignments
+from autograder.grading.course import Course
+from autograder.layout import find_assignments
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 from autograder.options import GradingOptions
 

@@ -30,7 +30,9 @@ from nbgrader.apps import NbGraderAPI
 from sqlalchemy.exc import SQLAlchemyError
 from traitlets.config import Config
 
-from autograder.grading.course import IGNORED, CourseError, find_assignments
+from autograder.errors import CourseError
+from autograder.grading.course import IGNORED
+from autograder.layout import find_assignments
 from autograder.instructor.lms import Student
 
 NOT_SUBMITTED = ("missing", "invalid")

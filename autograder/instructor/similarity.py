@@ -32,7 +32,7 @@ from copydetect.utils import highlight_overlap
 
 from autograder.cells import nbgrader_metadata
 from autograder.errors import InputError
-from autograder.grading.course import find_assignments
+from autograder.layout import find_assignments
 from autograder.layout import EXERCISES_DIR
 from autograder.submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 

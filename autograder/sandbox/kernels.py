@@ -15,16 +15,9 @@ keeps the code of hidden tests out of everything the kernel shows.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import json
 import math
-import os
-import secrets
-import select
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,328 +31,18 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Type, Unicode
 
-from attention_checks.record import MIME, RECORD_VARIABLE
+from attention_checks.record import MIME
 
 from autograder.cells import holds_hidden_tests, is_test_cell
-from autograder.layout import REPO_ROOT
 from autograder.results import OBSERVED, OUTPUT_CUT, executor_error
+from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_LAUNCHER, PROCESSES, give_to, make_scratch, remove_scratch,
+                                      sandbox_command, sandbox_limits, sandbox_uid)
 from autograder.sandbox.cgroups import MemoryGroup
 from autograder.sandbox.forkserver import remove
+from autograder.sandbox.server import ForkedKernel, ForkServerError, fork_server
 
-CHECKS_DIR = REPO_ROOT / "attention_checks"
-ANSWERS_DIR = CHECKS_DIR / "answers"
-FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
-KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
-SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")
-TMPFS_BYTES = 256 * 1024**2  # the sandbox's /tmp and /dev/shm, each
-SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
-# Every grading kernel's environment has these, sandboxed or not: no bytecode written,
-# figures without a display, one thread (the workers already use every core), and the
-# checks recording their outcomes for the grader.
-KERNEL_ENVIRONMENT = {"PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                      RECORD_VARIABLE: "1"}
-
-
-def bwrap_available() -> bool:
-    tools = ["bwrap", "prlimit"] + (["setpriv"] if _real_root() else [])
-    return all(shutil.which(tool) for tool in tools)
-
-
-# When the grader runs as root (CI, containers), each sandbox runs as a uid of its own from
-# this range, with no passwd entry and no files outside the sandbox: the kernel never limits
-# the processes of root (RLIMIT_NPROC), and counts those of any other uid machine-wide, so a
-# uid per sandbox makes the limit hold for that sandbox alone.
-SANDBOX_UIDS = range(2**30, 2**31)
-
-
-def sandbox_uid() -> int | None:
-    """The uid a new sandbox runs as: a fresh unprivileged one when the grader is the real
-    root; None otherwise (the grader's own, seen as root in bwrap's user namespace, and
-    limited; so is the root of a rootless container, which is another user outside it)."""
-    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS)) if _real_root() else None
-
-
-def _real_root() -> bool:
-    if os.geteuid() != 0:
-        return False
-    try:
-        with open("/proc/self/uid_map") as uid_map:
-            return uid_map.read().split()[:2] == ["0", "0"]  # uid 0 here is uid 0 of the machine
-    except OSError:
-        return True
-
-
-def give_to(path: Path, uid: int | None) -> None:
-    """Make ``path`` (and what it holds) the sandbox user's, so that a kernel can write there."""
-    if uid is None:
-        return
-    os.chown(path, uid, uid, follow_symlinks=False)
-    for folder, dirs, files in os.walk(path):
-        for name in dirs + files:
-            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
-
-
-def make_scratch(prefix: str, parent: Path | None = None) -> Path:
-    """A new folder a sandbox may write to, in ``parent`` (default: the system's temp folder).
-
-    A grader run as root makes it a RAM disk of TMPFS_BYTES, so that a kernel cannot fill the
-    machine's disk through it (a write past the size fails, as on a full disk; its pages count
-    against the sandbox's memory group too), and so that it goes at once with everything in it,
-    whatever modes a kernel gave its folders. Elsewhere it is a plain folder, each file
-    limited in size (--fsize) but not the folder."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    if _real_root():
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
-                        str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return folder
-
-
-def remove_scratch(folder: Path) -> None:
-    """Remove a folder from ``make_scratch`` and all it holds."""
-    if os.path.ismount(folder):
-        # lazily: the last processes of a stopped sandbox may still hold it for a moment
-        subprocess.run(["umount", "--lazy", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    remove(str(folder))  # whatever modes a kernel gave the folders in it
-
-
-def _system_view() -> list[str]:
-    """bwrap arguments for a read-only system: /usr, its merged-usr links, the loader's files."""
-    args = []
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    for path in SYSTEM_FILES:
-        if os.path.exists(path):
-            args += ["--ro-bind", path, path]
-    return args
-
-
-def _parents(targets: list[str], mounted: list[str]) -> list[str]:
-    """bwrap arguments that create the folders leading to ``targets`` readable by anyone:
-    bwrap would copy their modes (a Python under /root, mode 700, would be out of reach of
-    an unprivileged sandbox user). Folders in what is already ``mounted`` exist, or cannot be made."""
-    args, made = [], {"/", "/tmp"}
-    for target in targets:
-        for parent in reversed(Path(target).parents):
-            path = str(parent)
-            if path in made or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounted):
-                continue
-            made.add(path)
-            args += ["--perms", "0755", "--dir", path]
-    return args
-
-
-def python_view() -> list[str]:
-    """The folders the kernel's Python needs, read-only: the interpreter, the venv, the checks."""
-    folders = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), CHECKS_DIR}
-    return sorted(str(f) for f in folders)
-
-
-def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
-                    file_bytes: int, processes: int, read_only: list[Path] = (), uid: int | None = None) -> list[str]:
-    """``command`` wrapped in bwrap (isolation) and prlimit (resource limits), run as ``uid``
-    (from ``sandbox_uid``) when the grader is root."""
-    if uid is None:
-        # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when
-        # run as root): no mounts, no tracing or signalling past the usual rules.
-        isolation, become = ["--unshare-all", "--cap-drop", "ALL"], []
-    else:
-        # As root, bwrap's user namespace would map the sandbox to root, whose processes the
-        # kernel does not count: no user namespace; the sandbox may only change its uid, and
-        # setpriv does that at once, for good (no capabilities, no setuid programs after it).
-        isolation = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                     "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_DAC_READ_SEARCH"]  # to enter its folder first
-        become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                  "--inh-caps=-all", "--bounding-set=-all", "--"]
-    # /tmp, /dev/shm and the POSIX message queues are the sandbox's own, writable by its user
-    # whoever that is; the rest of /dev is read-only (files there would outlive a kernel).
-    # Both are RAM: sized, so that a kernel cannot fill the machine's memory through them (a write
-    # past the size fails, as on a full disk).
-    size = ["--size", str(TMPFS_BYTES)]
-    args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
-            "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
-            "--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp", *_system_view()]
-    binds = [*python_view(), *map(str, read_only), *map(str, writable)]
-    args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
-    for folder in [*python_view(), *map(str, read_only)]:
-        args += ["--ro-bind", folder, folder]
-    # The checks' answers (references, mistakes) are the grader's: a kernel sees an empty folder.
-    args += ["--tmpfs", str(ANSWERS_DIR), "--remount-ro", str(ANSWERS_DIR)]
-    for folder in writable:
-        args += ["--bind", str(folder), str(folder)]
-    args += ["--remount-ro", "/", "--chdir", str(chdir)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-           "PYTHONPATH": str(CHECKS_DIR.parent), "MPLCONFIGDIR": "/tmp", **KERNEL_ENVIRONMENT}
-    for name, value in env.items():
-        args += ["--setenv", name, value]
-    limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]
-    if memory_bytes:
-        limits.append(f"--as={memory_bytes}")
-    return args + [*become, "prlimit", *limits, "--", *command]
-
-
-class ForkServerError(RuntimeError):
-    """The fork server did not answer (killed, stopped or crashed by a kernel it forked)."""
-
-
-class ForkServer:
-    """A sandbox holding a warm Python (forkserver.py) that forks one kernel per notebook.
-
-    Kernels run one at a time; before the next one starts, the server kills everything
-    the last one left running and empties every folder it could write to. A server that
-    stops answering is killed with its whole sandbox and started again.
-    """
-
-    answer_timeout = 10  # seconds; the server's own work takes milliseconds
-    start_timeout = 120  # importing torch on a busy machine
-
-    def __init__(self, limits: dict):
-        self.limits = limits
-        self.process: subprocess.Popen | None = None
-        self.memory_group: MemoryGroup | None = None
-        self.dirty = False
-
-    def _start(self) -> None:
-        # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
-        # whose paths must stay under 108 bytes.
-        self.scratch = make_scratch("autograder-sandbox-")
-        self.uid = sandbox_uid()
-        give_to(self.scratch, self.uid)
-        self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
-        command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
-                                  chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
-        if self.memory_group:
-            command = self.memory_group.wrap(command)
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL)
-        self._buffer, self.dirty = b"", False
-        try:
-            hello = self._read_answer(self.start_timeout)
-            if not hello.get("ready"):
-                raise ForkServerError(f"it started {hello.get('threads')} threads before forking")
-        except (ForkServerError, ValueError) as err:
-            self.stop()
-            raise ForkServerError(f"the fork server did not start: {err}") from err
-
-    def ask(self, op: str, **request) -> dict:
-        if self.process is None:
-            raise ForkServerError("the fork server is not running")
-        try:
-            self.process.stdin.write(json.dumps({"op": op, **request}).encode() + b"\n")
-            self.process.stdin.flush()
-            return self._read_answer(self.answer_timeout)
-        except (OSError, ValueError, ForkServerError) as err:
-            self.stop()
-            raise ForkServerError(f"the fork server failed: {err}") from err
-
-    def _read_answer(self, timeout: float) -> dict:
-        deadline = time.monotonic() + timeout
-        stdout = self.process.stdout.fileno()
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise ForkServerError(f"no answer in {timeout} s")
-            chunk = os.read(stdout, 65536)
-            if not chunk:
-                raise ForkServerError("the sandbox exited")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def prepare(self) -> Path:
-        """Make the server ready for the next kernel; returns the folder kernels may write to."""
-        self.reset()  # may stop the server (and remove its scratch) when a kernel left something behind
-        if self.process is None or self.process.poll() is not None:
-            self.stop()
-            self._start()
-        return self.scratch
-
-    def spawn(self, argv: list[str], cwd: Path) -> "ForkedKernel":
-        """A new kernel with ``argv`` (ipykernel's arguments) working in ``cwd`` (inside ``scratch``)."""
-        self.dirty = True
-        return ForkedKernel(self, self.ask("spawn", argv=argv, cwd=str(cwd))["pid"])
-
-    def reset(self) -> None:
-        if self.dirty and self.process is not None:
-            try:
-                if not self.ask("reset").get("clean"):
-                    self.stop()  # something a kernel left could not be removed: the next kernel gets a new sandbox
-            except ForkServerError:
-                pass  # stopped with its sandbox: the next one starts clean
-        self.dirty = False
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()  # bwrap takes its whole sandbox down with it
-            self.process.wait()
-            for pipe in (self.process.stdin, self.process.stdout):
-                try:
-                    pipe.close()
-                except OSError:  # unflushed request to a dead server
-                    pass
-            self.process = None
-            remove_scratch(self.scratch)
-            if self.memory_group:
-                self.memory_group.remove()
-
-
-class ForkedKernel:
-    """The part of ``subprocess.Popen`` that jupyter_client uses, for a kernel the fork server made."""
-
-    stdin = stdout = stderr = None
-
-    def __init__(self, server: ForkServer, pid: int):
-        self.server, self.pid, self.returncode = server, pid, None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                self.returncode = self.server.ask("poll", pid=self.pid)["exit"]
-            except ForkServerError:
-                self.returncode = -signal.SIGKILL  # its sandbox is gone, and the kernel with it
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired("kernel", timeout)
-            time.sleep(0.02)
-        return self.returncode
-
-    def send_signal(self, signum: int) -> None:
-        # Interrupts go by message; any signal that gets here means "stop".
-        if self.poll() is None:
-            try:
-                self.server.ask("kill", pid=self.pid)
-            except ForkServerError:  # the server was stopped, and its sandbox with the kernel in it
-                self.returncode = -signal.SIGKILL
-
-    kill = terminate = lambda self: self.send_signal(signal.SIGKILL)
-
-
-_fork_servers: dict[tuple, ForkServer] = {}
-
-
-def stop_fork_servers() -> None:
-    """Stop this process's fork servers and remove their scratch folders (a worker that stops)."""
-    for server in _fork_servers.values():
-        server.stop()
-
-
-def fork_server(limits: dict) -> ForkServer:
-    """This process's fork server for these limits (kernels of one worker run one at a time)."""
-    key = tuple(sorted(limits.items()))
-    if key not in _fork_servers:
-        _fork_servers[key] = ForkServer(limits)
-        atexit.register(_fork_servers[key].stop)
-    return _fork_servers[key]
 
 
 class SandboxedKernelClient(AsyncKernelClient):
@@ -414,15 +97,15 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
     forked from a warm fork server (the default), or started cold in a sandbox of its own."""
 
     memory_limit = Integer(4 * 1024**3, help="address-space limit of the kernel in bytes (0: none)").tag(config=True)
-    file_size_limit = Integer(64 * 1024**2, help="largest file the kernel may write, in bytes").tag(config=True)
+    file_size_limit = Integer(FILE_BYTES, help="largest file the kernel may write, in bytes").tag(config=True)
     # RLIMIT_NPROC counts the processes of the sandbox's user (a uid of its own, or a user namespace).
-    process_limit = Integer(512, help="processes and threads a sandbox may run").tag(config=True)
+    process_limit = Integer(PROCESSES, help="processes and threads a sandbox may run").tag(config=True)
     work_root = Unicode("", help="where cold kernels' work folders go (default: the system temp dir)").tag(config=True)
     warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
     client_factory = Type(SandboxedKernelClient)
 
     def _limits(self) -> dict:
-        return dict(memory_bytes=self.memory_limit, file_bytes=self.file_size_limit, processes=self.process_limit)
+        return sandbox_limits(self.memory_limit, self.file_size_limit, self.process_limit)
 
     async def _async_pre_start_kernel(self, **kw):
         root = Path(self.work_root or tempfile.gettempdir())

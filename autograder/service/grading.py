@@ -28,7 +28,8 @@ from pathlib import Path
 
 from autograder.engine.process import prepare_worker, worker_context
 from autograder.engine.runner import Graded, grade_group
-from autograder.grading.course import Course, CourseError
+from autograder.errors import CourseError
+from autograder.grading.course import Course
 from autograder.instructor.gradebook import GradebookRecorder
 from autograder.instructor.lms import Student
 from autograder.options import GradingOptions

@@ -1,0 +1,183 @@
+"""The sandbox itself: the bubblewrap command that isolates a grading process (namespaces,
+a read-only view of the system and of Python, sized RAM disks) with prlimit's limits, the
+folders a sandbox may write to, and the uid it runs as.
+
+Light on purpose (no PyTorch, no nbgrader, no Jupyter): the command line starts a sandbox's
+fork server (``server.py``) before it loads them itself."""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.layout import REPO_ROOT
+from autograder.sandbox.forkserver import remove
+
+CHECKS_DIR = REPO_ROOT / "attention_checks"
+ANSWERS_DIR = CHECKS_DIR / "answers"
+FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
+KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
+SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
+TMPFS_BYTES = 256 * 1024**2  # the sandbox's /tmp and /dev/shm, each
+SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
+# Every grading kernel's environment has these, sandboxed or not: no bytecode written,
+# figures without a display, one thread (the workers already use every core), and the
+# checks recording their outcomes for the grader (attention_checks.record.RECORD_VARIABLE,
+# named here rather than imported: this module must not load PyTorch, so that a sandbox can
+# start while the grader loads it; tests/test_sandbox.py holds the two names equal).
+KERNEL_ENVIRONMENT = {"PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+                      "ATTENTION_CHECKS_RECORD": "1"}
+# What a sandbox may use unless configured otherwise (SandboxedKernelManager's settings)
+FILE_BYTES = 64 * 1024**2  # the largest file a kernel may write
+PROCESSES = 512  # processes and threads of one sandbox
+
+
+def sandbox_limits(memory_bytes: int, file_bytes: int = FILE_BYTES, processes: int = PROCESSES) -> dict:
+    """The limits ``sandbox_command`` takes, as a fork server is keyed by them."""
+    return dict(memory_bytes=memory_bytes, file_bytes=file_bytes, processes=processes)
+
+
+def bwrap_available() -> bool:
+    tools = ["bwrap", "prlimit"] + (["setpriv"] if _real_root() else [])
+    return all(shutil.which(tool) for tool in tools)
+
+
+# When the grader runs as root (CI, containers), each sandbox runs as a uid of its own from
+# this range, with no passwd entry and no files outside the sandbox: the kernel never limits
+# the processes of root (RLIMIT_NPROC), and counts those of any other uid machine-wide, so a
+# uid per sandbox makes the limit hold for that sandbox alone.
+SANDBOX_UIDS = range(2**30, 2**31)
+
+
+def sandbox_uid() -> int | None:
+    """The uid a new sandbox runs as: a fresh unprivileged one when the grader is the real
+    root; None otherwise (the grader's own, seen as root in bwrap's user namespace, and
+    limited; so is the root of a rootless container, which is another user outside it)."""
+    return SANDBOX_UIDS.start + secrets.randbelow(len(SANDBOX_UIDS)) if _real_root() else None
+
+
+def _real_root() -> bool:
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map") as uid_map:
+            return uid_map.read().split()[:2] == ["0", "0"]  # uid 0 here is uid 0 of the machine
+    except OSError:
+        return True
+
+
+def give_to(path: Path, uid: int | None) -> None:
+    """Make ``path`` (and what it holds) the sandbox user's, so that a kernel can write there."""
+    if uid is None:
+        return
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for folder, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+
+
+def make_scratch(prefix: str, parent: Path | None = None) -> Path:
+    """A new folder a sandbox may write to, in ``parent`` (default: the system's temp folder).
+
+    A grader run as root makes it a RAM disk of TMPFS_BYTES, so that a kernel cannot fill the
+    machine's disk through it (a write past the size fails, as on a full disk; its pages count
+    against the sandbox's memory group too), and so that it goes at once with everything in it,
+    whatever modes a kernel gave its folders. Elsewhere it is a plain folder, each file
+    limited in size (--fsize) but not the folder."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    if _real_root():
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
+                        str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return folder
+
+
+def remove_scratch(folder: Path) -> None:
+    """Remove a folder from ``make_scratch`` and all it holds."""
+    if os.path.ismount(folder):
+        # lazily: the last processes of a stopped sandbox may still hold it for a moment
+        subprocess.run(["umount", "--lazy", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    remove(str(folder))  # whatever modes a kernel gave the folders in it
+
+
+def _system_view() -> list[str]:
+    """bwrap arguments for a read-only system: /usr, its merged-usr links, the loader's files."""
+    args = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in SYSTEM_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _parents(targets: list[str], mounted: list[str]) -> list[str]:
+    """bwrap arguments that create the folders leading to ``targets`` readable by anyone:
+    bwrap would copy their modes (a Python under /root, mode 700, would be out of reach of
+    an unprivileged sandbox user). Folders in what is already ``mounted`` exist, or cannot be made."""
+    args, made = [], {"/", "/tmp"}
+    for target in targets:
+        for parent in reversed(Path(target).parents):
+            path = str(parent)
+            if path in made or any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounted):
+                continue
+            made.add(path)
+            args += ["--perms", "0755", "--dir", path]
+    return args
+
+
+def python_view() -> list[str]:
+    """The folders the kernel's Python needs, read-only: the interpreter, the venv, the checks."""
+    folders = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), CHECKS_DIR}
+    return sorted(str(f) for f in folders)
+
+
+def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
+                    file_bytes: int, processes: int, read_only: list[Path] = (), uid: int | None = None) -> list[str]:
+    """``command`` wrapped in bwrap (isolation) and prlimit (resource limits), run as ``uid``
+    (from ``sandbox_uid``) when the grader is root."""
+    if uid is None:
+        # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when
+        # run as root): no mounts, no tracing or signalling past the usual rules.
+        isolation, become = ["--unshare-all", "--cap-drop", "ALL"], []
+    else:
+        # As root, bwrap's user namespace would map the sandbox to root, whose processes the
+        # kernel does not count: no user namespace; the sandbox may only change its uid, and
+        # setpriv does that at once, for good (no capabilities, no setuid programs after it).
+        isolation = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                     "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                     "--cap-add", "CAP_SETPCAP", "--cap-add", "CAP_DAC_READ_SEARCH"]  # to enter its folder first
+        become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                  "--inh-caps=-all", "--bounding-set=-all", "--"]
+    # /tmp, /dev/shm and the POSIX message queues are the sandbox's own, writable by its user
+    # whoever that is; the rest of /dev is read-only (files there would outlive a kernel).
+    # Both are RAM: sized, so that a kernel cannot fill the machine's memory through them (a write
+    # past the size fails, as on a full disk).
+    size = ["--size", str(TMPFS_BYTES)]
+    args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
+            "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
+            "--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp", *_system_view()]
+    binds = [*python_view(), *map(str, read_only), *map(str, writable)]
+    args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
+    for folder in [*python_view(), *map(str, read_only)]:
+        args += ["--ro-bind", folder, folder]
+    # The checks' answers (references, mistakes) are the grader's: a kernel sees an empty folder.
+    args += ["--tmpfs", str(ANSWERS_DIR), "--remount-ro", str(ANSWERS_DIR)]
+    for folder in writable:
+        args += ["--bind", str(folder), str(folder)]
+    args += ["--remount-ro", "/", "--chdir", str(chdir)]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+           "PYTHONPATH": str(CHECKS_DIR.parent), "MPLCONFIGDIR": "/tmp", **KERNEL_ENVIRONMENT}
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    limits = [f"--nproc={processes}", f"--fsize={file_bytes}", "--nofile=1024", "--core=0"]
+    if memory_bytes:
+        limits.append(f"--as={memory_bytes}")
+    return args + [*become, "prlimit", *limits, "--", *command]
