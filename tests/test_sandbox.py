@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -189,6 +191,25 @@ def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypat
     monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running one
     out, alive = run_kernel(tmp_path, "import sys; print('torch' in sys.modules, 6 * 7)")
     assert (out.strip(), alive) == ("False 42", True)
+
+
+def test_a_fork_server_that_cannot_start_leaves_nothing_behind(monkeypatch):
+    """No process to be had (fork fails): `grade`'s early launch raises nothing and leaves no
+    scratch folder; the first kernel's try raises ForkServerError, which starts it cold (above)."""
+    def no_process(*args, **kwargs):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running one
+    scratch = Path(tempfile.gettempdir())
+    before = set(scratch.glob("autograder-sandbox-*"))
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess, "Popen", no_process)
+        sandbox_server.launch_fork_server(LIMITS)
+        server = fork_server(LIMITS)
+        assert server.process is None
+        with pytest.raises(sandbox_server.ForkServerError, match="did not start"):
+            server.prepare()
+    assert set(scratch.glob("autograder-sandbox-*")) == before
 
 
 def test_a_stopped_server_takes_its_whole_sandbox_down(tmp_path):

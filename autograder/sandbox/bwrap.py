@@ -90,8 +90,12 @@ def make_scratch(prefix: str, parent: Path | None = None) -> Path:
     limited in size (--fsize) but not the folder."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     if _real_root():
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
-                        str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
+                            str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:  # mount could not even start (no process to be had): no folder either
+            folder.rmdir()
+            raise
     return folder
 
 

@@ -46,16 +46,24 @@ class ForkServer:
         waits): its imports then run while the grader does other work."""
         # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
         # whose paths must stay under 108 bytes.
-        self.scratch = make_scratch("autograder-sandbox-")
-        self.uid = sandbox_uid()
-        give_to(self.scratch, self.uid)
-        self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
-        command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
-                                  chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
-        if self.memory_group:
-            command = self.memory_group.wrap(command)
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL)
+        self.scratch, self.memory_group = None, None
+        try:
+            self.scratch = make_scratch("autograder-sandbox-")
+            self.uid = sandbox_uid()
+            give_to(self.scratch, self.uid)
+            self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
+            command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
+                                      chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
+            if self.memory_group:
+                command = self.memory_group.wrap(command)
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL)
+        except OSError as err:  # no process to be had (EAGAIN, ENOMEM): nothing of it is left
+            if self.scratch is not None:
+                remove_scratch(self.scratch)
+            if self.memory_group:
+                self.memory_group.remove()
+            raise ForkServerError(f"the fork server did not start: {err}") from err
         self._buffer, self.dirty, self.ready = b"", False, False
 
     def _wait_until_ready(self) -> None:
@@ -182,7 +190,10 @@ def launch_fork_server(limits: dict) -> None:
     preparing the course), and the first kernel finds it ready, or nearly."""
     server = fork_server(limits)
     if server.process is None:
-        server.launch()
+        try:
+            server.launch()
+        except ForkServerError:
+            pass  # the first kernel tries again, and starts cold if it must
 
 
 def fork_server(limits: dict) -> ForkServer:
