@@ -350,8 +350,8 @@ def _lms_commands(commands) -> None:
 
 
 def _collect(args) -> int:
-    from autograder.layout import find_assignments
     from autograder.instructor.lms import PATTERNS, collect, read_roster, write_collect_report
+    from autograder.layout import find_assignments
 
     download, out = args.download.resolve(), args.out.resolve()
     if not download.exists():

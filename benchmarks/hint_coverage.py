@@ -40,8 +40,7 @@ import classroom
 from classroom import Results, grade, load_corpus, make_submission
 from classroom.hints import Row, no_foreign_hints, share, tally, targets_hold
 
-from autograder.layout import find_assignments
-from autograder.layout import SOLUTIONS_DIR
+from autograder.layout import SOLUTIONS_DIR, find_assignments
 
 def graded(assignments: list[str], out_dir: Path | None) -> Results:
     """Every buggy student of `assignments`, graded by the command line."""

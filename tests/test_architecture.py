@@ -43,3 +43,12 @@ def test_grade_finds_the_class_and_starts_its_sandbox_before_loading_pytorch():
     code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in ('torch', 'nbgrader', 'jupyter_client') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_kernels_record_for_the_grader():
+    """sandbox/bwrap.py names the checks' recording switch rather than importing it (it must not
+    load PyTorch): the two must stay the same name, or no kernel would record what the grader judges."""
+    from attention_checks.record import RECORD_VARIABLE
+    from autograder.sandbox.bwrap import KERNEL_ENVIRONMENT
+
+    assert KERNEL_ENVIRONMENT[RECORD_VARIABLE] == "1"

@@ -1,12 +1,15 @@
 """The throwaway nbgrader course each grading run works in (autograder/grading/course.py)."""
 from __future__ import annotations
 
+import pytest
 from nbgrader.api import Gradebook
 from sqlalchemy import text
 
 from autograder.grading.course import Course, new_gradebook
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
+from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
+from autograder.sandbox.kernels import SandboxedKernelManager
 
 SYNCHRONOUS_OFF, SYNCHRONOUS_FULL = 0, 2  # what SQLite's `PRAGMA synchronous` answers
 
@@ -27,3 +30,14 @@ def test_only_the_courses_own_gradebook_skips_waiting_for_the_disk(tmp_path):
     new_gradebook(instructors)
     assert _synchronous(course.db_url) == SYNCHRONOUS_OFF
     assert _synchronous(f"sqlite:///{instructors}") == SYNCHRONOUS_FULL
+
+
+@pytest.mark.skipif(not bwrap_available(), reason="a sandboxed course needs bubblewrap")
+def test_the_sandbox_grade_starts_early_is_the_one_its_kernels_use(tmp_path):
+    """`grade` launches a fork server for ``sandbox_limits(options.memory_limit)`` before it loads
+    the grader (cli._start_grading_early); the course's kernels look theirs up by the limits their
+    manager is configured with. Were the two to differ, the early start would be wasted, silently."""
+    options = GradingOptions(SOLUTIONS_DIR, memory_limit=3 * 1024**3)
+    course = Course(tmp_path / "course", options, assignments=["01-self-attention"])
+    manager = SandboxedKernelManager(config=course.api.config)
+    assert manager._limits() == sandbox_limits(options.memory_limit)

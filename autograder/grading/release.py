@@ -19,8 +19,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.grading.course import Course
-from autograder.layout import find_assignments
-from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
+from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"

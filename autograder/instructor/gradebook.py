@@ -32,8 +32,8 @@ from traitlets.config import Config
 
 from autograder.errors import CourseError
 from autograder.grading.course import IGNORED
-from autograder.layout import find_assignments
 from autograder.instructor.lms import Student
+from autograder.layout import find_assignments
 
 NOT_SUBMITTED = ("missing", "invalid")
 

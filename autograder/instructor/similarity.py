@@ -32,8 +32,7 @@ from copydetect.utils import highlight_overlap
 
 from autograder.cells import nbgrader_metadata
 from autograder.errors import InputError
-from autograder.layout import find_assignments
-from autograder.layout import EXERCISES_DIR
+from autograder.layout import EXERCISES_DIR, find_assignments
 from autograder.submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 
 WINDOW = GUARANTEE_THRESHOLD - NOISE_THRESHOLD + 1  # copydetect's own window from its thresholds
