@@ -75,6 +75,72 @@ def mixing_error(where: str, found: str) -> str:
     return f"Expected all tensors to be on the same device, but found at least two devices, meta and {found}! ({where})"
 
 
+# Tags of the operators whose outputs stand-ins cannot give: those that draw random numbers (they
+# would move the CPU's generator, which the student's later cells read) and those whose output's
+# shape depends on the data (on meta they stop the run, and must go on doing so).
+_NOT_ON_STAND_INS = (torch.Tag.nondeterministic_seeded, torch.Tag.dynamic_output_shape,
+                     torch.Tag.data_dependent_output)
+_stand_in_ops: dict[Any, bool] = {}
+_LARGEST_STAND_IN = 1 << 24  # elements: test cases are far smaller; a larger tensor is left to the meta kernel
+
+
+def _runs_on_stand_ins(func) -> bool:
+    """Whether an operator's outputs are new tensors that only its inputs' shapes, strides and dtypes
+    decide (no view, nothing written in place, no device argument, no randomness)."""
+    if func not in _stand_in_ops:
+        schema = func._schema
+        _stand_in_ops[func] = (
+            not schema.is_mutable and not any(tag in func.tags for tag in _NOT_ON_STAND_INS)
+            and all(r.alias_info is None and str(r.type) in ("Tensor", "Tensor[]") for r in schema.returns)
+            and not any(a.name == "device" for a in schema.arguments))
+    return _stand_in_ops[func]
+
+
+def _tensors_of(arguments: Sequence[Any]) -> list[torch.Tensor]:
+    """An operator's tensor arguments: an aten schema nests lists one level deep at most (``cat``,
+    ``index``), so this is all of them, without the cost of a pytree walk at every operator."""
+    found = []
+    for value in arguments:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value if isinstance(item, torch.Tensor))
+    return found
+
+
+def _stand_in(value: Any) -> Any:
+    """Zeros on the CPU with a meta tensor's shape, strides and dtype (in lists too: ``cat``)."""
+    if isinstance(value, torch.Tensor):
+        if value.device != META:
+            return value
+        shape, strides, offset = value.shape, value.stride(), value.storage_offset()
+        extent = offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) if value.numel() else 0
+        if extent > _LARGEST_STAND_IN:
+            raise MemoryError("left to the meta kernel")
+        return torch.zeros(extent, dtype=value.dtype).as_strided(shape, strides, offset)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_stand_in(v) for v in value)
+    return value
+
+
+def _as_meta(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=META)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_meta(v) for v in value)
+    return value
+
+
+def _on_stand_ins(func, args: tuple, kwargs: dict) -> Any:
+    """A functional operator's outputs on meta, shaped by its CPU kernel run on zeros.
+
+    Many of PyTorch's meta kernels are written in Python (layer norm, addmm, softmax, the
+    arithmetic operators once ``torch._dynamo`` is loaded) and take 0.3 to 3 ms a call, where the
+    CPU kernel on test-sized zeros takes microseconds. Only shapes, strides and dtypes leave this
+    function, never a value, so what the meta run can tell (which devices meet) is unchanged."""
+    return _as_meta(func(*_stand_in(args), **{name: _stand_in(value) for name, value in kwargs.items()}))
+
+
 class _OnMeta(TorchDispatchMode):
     """The rules of a GPU on the meta device, for every operator.
 
@@ -86,7 +152,10 @@ class _OnMeta(TorchDispatchMode):
 
     And checks the devices of every operator's tensors itself: a CPU tensor with dimensions
     meeting a meta one is an error, as it is on CUDA. Most meta kernels check that, but not all
-    (``@``, ``bmm``, ``baddbmm``, ``einsum`` take a CPU operand on meta)."""
+    (``@``, ``bmm``, ``baddbmm``, ``einsum`` take a CPU operand on meta).
+
+    And, once the devices are checked, shapes a functional operator's outputs by its CPU kernel on
+    stand-ins (``_on_stand_ins``) rather than by its meta kernel, many of which are slow Python."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.aten._local_scalar_dense.default:
@@ -99,10 +168,15 @@ class _OnMeta(TorchDispatchMode):
             # results written into a tensor made on the CPU: on a GPU they would stay there
             raise RuntimeError(mixing_error("when copying into a tensor", str(args[0].device)))
         if func not in _CROSS_DEVICE:
-            tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            tensors = _tensors_of((*args, *(kwargs or {}).values()))
             stray = next((t for t in tensors if t.device != META and t.dim() > 0), None)
             if stray is not None and any(t.device == META for t in tensors):
                 raise RuntimeError(mixing_error(f"when checking the arguments of {func.name()}", str(stray.device)))
+            if stray is None and _runs_on_stand_ins(func) and any(t.device == META for t in tensors):
+                try:
+                    return _on_stand_ins(func, args, kwargs or {})
+                except Exception:  # noqa: BLE001 - the meta kernel decides, as it did before
+                    pass
         return func(*args, **(kwargs or {}))
 
 
@@ -115,13 +189,12 @@ def _stray_result(value: Any) -> str | None:
     return None
 
 
-def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: ForbiddenCalls) -> str | None:
-    """What the case raised with its tensors (and a class's parameters, which the check's call moves
-    to the input's device) on the meta device, or None."""
-    inputs = check.build(case).to(META)
+def on_meta(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: ForbiddenCalls) -> str | None:
+    """What the case raised with its tensors (``inputs``, on meta; a class's parameters, which the
+    check's call moves to the input's device) on the meta device, or None."""
     try:
         with quiet(), guard, _OnMeta():
-            value = check.call(student, inputs, check.spec(case))
+            value = check.call(student, inputs, spec)
     except Exception as error:  # noqa: BLE001 - student code, or a data-dependent step meta cannot run
         return describe_error(error)
     stray = _stray_result(value)
@@ -131,23 +204,28 @@ def on_meta(check: "Check", student: Any, case: Mapping[str, Any], guard: Forbid
 def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], device: torch.device) -> Probed:
     __tracebackhide__ = True
     guard = ForbiddenCalls(check.forbidden)
-    outcomes, likes = [], []
+    # on a GPU the real cases show device bugs themselves
+    meta_runs = check.on_device and device.type == "cpu" and callable(student)
+    outcomes, likes, on_meta_inputs = [], [], []
     for case in cases:
         spec = check.spec(case)
-        inputs = check.build(case).to(device)
+        built = check.build(case)
+        # the meta run's copy is taken before the real run can change the inputs in place
+        on_meta_inputs.append(built.to(META) if meta_runs else None)
+        inputs = built.to(device)
         if not callable(student):
             outcomes.append(Outcome(error=f"expected a {check.kind}, got {type(student).__name__}"))
         else:
             outcomes.append(probe(check, student, inputs, spec, guard))
         likes.append(inputs.like)
-    if check.on_device and device.type == "cpu" and callable(student):
-        # after every real case, so that nothing the meta runs leave behind changes a real outcome;
-        # on a GPU the real cases show device bugs themselves. PyTorch runs meta kernels in Python,
-        # in its private implementations: the guard watches operators only here
+    if meta_runs:
+        # after every real case, so that nothing the meta runs leave behind changes a real outcome.
+        # PyTorch runs meta kernels in Python, in its private implementations: the guard watches
+        # operators only here
         guard.watch_code = False
-        for case, outcome, like in zip(cases, outcomes, likes):
+        for case, outcome, like, inputs in zip(cases, outcomes, likes, on_meta_inputs):
             if outcome.error is None and like is not None:
-                outcome.meta_error = on_meta(check, student, case, guard)
+                outcome.meta_error = on_meta(check, student, inputs, check.spec(case), guard)
     return Probed(outcomes, likes, list(guard.seen))
 
 

@@ -25,7 +25,7 @@ from attention_checks import TOLERANCES, CheckFailed, PartialCredit
 from attention_checks.answers.judging import compare, judge, judge_records
 from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF, ForbiddenCalls, quiet
 from attention_checks.inputs import keep_mask
-from attention_checks.probe import probe_all
+from attention_checks.probe import _OnMeta, probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
 from attention_checks.record import MIME, Outcome, _encode_outcome
 from autograder.grading.judge import Replay
@@ -501,6 +501,48 @@ def test_failures_on_meta_that_are_no_device_bug_change_nothing():
     probed = probe_all(SDPA, needs_data, SMALL, CPU)
     assert all(o.meta_error for o in probed.outcomes)  # every meta run failed, none of them a device bug
     assert judge_records(SDPA, _recorded(SDPA, needs_data, SMALL), SMALL, points=3).score == 3
+
+
+def _operators_on_meta(x, weight, bias, mask):
+    """Operators whose meta kernels PyTorch writes in Python, and the shapes they meet in a model."""
+    out, mean, rstd = torch.ops.aten.native_layer_norm(x, [x.size(-1)], weight, bias, 1e-5)
+    return [out, mean, rstd, torch.addmm(bias, x.flatten(0, 1), weight.expand(x.size(-1), -1).t()),
+            x.transpose(0, 1) + bias, x * 2, (x > 0).sum(-1), x.softmax(-1), x.masked_fill(mask, float("-inf")),
+            torch.relu(x).exp(), *x.max(-1), torch.cat([x, x], dim=1), torch.where(mask, x, bias)]
+
+
+def test_the_meta_run_takes_shapes_from_stand_ins_and_stays_on_meta():
+    """The meta run computes a functional operator's outputs on CPU zeros of its inputs' shapes
+    (PyTorch's Python meta kernels cost up to 3 ms a call): the outputs are the meta kernels'
+    (shape, dtype) and stay on meta, with no value of the stand-ins in them."""
+    def meta(*shape, dtype=torch.float32):
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    inputs = meta(2, 5, 8), meta(8), meta(8), meta(2, 5, 8, dtype=torch.bool)
+    by_kernels = _operators_on_meta(*inputs)
+    with _OnMeta():
+        by_stand_ins = _operators_on_meta(*inputs)
+    assert [(t.shape, t.stride(), t.dtype) for t in by_stand_ins] == [(t.shape, t.stride(), t.dtype) for t in by_kernels]
+    assert all(t.device.type == "meta" for t in by_stand_ins)
+    with _OnMeta():  # a tensor too large for stand-ins is left to the meta kernel
+        assert torch.empty(1 << 40, device="meta").add(1).shape == (1 << 40,)
+
+
+def test_the_meta_run_leaves_the_random_generator_and_device_arguments_as_they_are():
+    """Operators that draw random numbers run on meta as before (on CPU stand-ins they would move
+    the generator the student's later cells read), and so do those told a device: a tensor asked
+    for on the CPU stays there, and meeting the inputs is a device bug."""
+    state = torch.get_rng_state()
+    with _OnMeta():
+        dropped = F.dropout(torch.empty(2, 5, 8, device="meta"), 0.5, training=True)
+    assert dropped.device.type == "meta" and torch.equal(state, torch.get_rng_state())
+
+    def zeros_on_the_cpu(query, key, value, **kwargs):
+        output, weights = _reference_sdpa()(query, key, value, **kwargs)
+        return output + output.new_zeros(output.shape, device="cpu"), weights
+
+    probed = probe_all(SDPA, zeros_on_the_cpu, SMALL, CPU)
+    assert all("meta and cpu" in o.meta_error for o in probed.outcomes), [o.meta_error for o in probed.outcomes]
 
 
 def test_the_meta_verdict_is_the_graders_and_forging_it_gains_nothing():

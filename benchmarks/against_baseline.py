@@ -1,0 +1,79 @@
+"""A class graded by the working tree and by another revision of the grader, in alternating runs on
+the same machine: wall and CPU seconds per notebook, their ratio, and whether the two give the same
+grades byte for byte.
+
+    .venv/bin/python -m benchmarks.against_baseline --baseline HEAD --students 2 --corpus 3 --runs 3
+
+The class: ``--students`` copies of the reference solution of each assignment, and ``--corpus``
+students of each assignment's corpus (tests/corpus/: realistic mistakes, its device bugs first),
+so that a change that moves a score or a message shows here. CPU is that of every process the
+grading started (``benchmarks.fixed_start.grade``), which other load on the machine inflates
+less than the wall time. Exits 1 if the two revisions' grades.csv or results.json differ.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from autograder.layout import find_assignments
+from benchmarks.fixed_start import export, grade
+from benchmarks.profile_grading import torch_import_seconds
+from classroom import REPO, load_corpus, make_submission
+
+
+def make_class(root: Path, assignments: list[str], students: int, corpus: int) -> int:
+    """The class's folder; returns its number of notebooks."""
+    notebooks = 0
+    for assignment in assignments:
+        for n in range(students):
+            make_submission(root, f"reference{n}", assignment)
+        # the device bugs first: the meta run that finds them is where grading spends the most
+        chosen = sorted(load_corpus(assignment, cli=True), key=lambda e: not e.name.startswith("device_"))[:corpus]
+        for entry in chosen:
+            make_submission(root, f"corpus-{entry.name}", assignment, entry.cells, added=entry.added)
+        notebooks += students + len(chosen)
+    return notebooks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with (default: %(default)s)")
+    parser.add_argument("--students", type=int, default=2, help="reference students per assignment")
+    parser.add_argument("--corpus", type=int, default=3, help="corpus students per assignment")
+    parser.add_argument("--assignments", nargs="+", default=find_assignments(REPO / "solutions"))
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    unit = torch_import_seconds()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; `import torch` takes {unit:.2f} s")
+    with tempfile.TemporaryDirectory(prefix="against-baseline-") as tmp:
+        tmp = Path(tmp)
+        graders = {args.baseline: export(args.baseline, tmp / "baseline"), "working tree": REPO}
+        notebooks = make_class(tmp / "class", args.assignments, args.students, args.corpus)
+        print(f"{notebooks} notebooks, --jobs {args.jobs}")
+        times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in graders}
+        for run in range(args.runs):
+            for name, grader in graders.items():
+                out = tmp / f"out-{name.replace(' ', '-')}-{run}"
+                times[name].append(grade(grader, tmp / "class", out, args.jobs))
+                seconds, cpu = times[name][-1]
+                print(f"  run {run}: {name:<14} {seconds:6.1f} s, CPU {'-' if cpu is None else f'{cpu:.1f}'} s",
+                      flush=True)
+        # scores, and every test's message and hint
+        differ = [name for name in ("grades.csv", "results.json") if not filecmp.cmp(
+            tmp / f"out-{args.baseline.replace(' ', '-')}-0" / name, tmp / "out-working-tree-0" / name, shallow=False)]
+    print()
+    for what, index in (("wall", 0), ("CPU", 1))[:1 if times[args.baseline][0][1] is None else 2]:
+        base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in graders)
+        print(f"{what:<4} per notebook: {args.baseline} {base:.2f} s ({base / unit:.2f} torch), working tree "
+              f"{now:.2f} s ({now / unit:.2f} torch), ratio {now / base:.2f}")
+    print(f"grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
