@@ -1,6 +1,7 @@
-"""A class graded by the working tree and by another revision of the grader, in alternating runs on
-the same machine: wall and CPU seconds per notebook, their ratio, and whether the two give the same
-grades byte for byte.
+"""A class graded by the working tree and by another revision, alternating: time per notebook, same grades?
+
+Wall and CPU seconds per notebook, their ratio, and whether the two give the same grades byte
+for byte, in alternating runs on the same machine.
 
     .venv/bin/python -m benchmarks.against_baseline --baseline HEAD --students 2 --corpus 3 --runs 3
 
@@ -12,16 +13,13 @@ less than the wall time. Exits 1 if the two revisions' grades.csv or results.jso
 """
 from __future__ import annotations
 
-import argparse
 import filecmp
-import os
 import statistics
 import tempfile
 from pathlib import Path
 
 from autograder.layout import find_assignments
-from benchmarks.fixed_start import export, grade
-from benchmarks.profile_grading import torch_import_seconds
+from benchmarks.fixed_start import comparison_parser, grade, graders, torch_unit
 from classroom import REPO, load_corpus, make_submission
 
 
@@ -40,24 +38,21 @@ def make_class(root: Path, assignments: list[str], students: int, corpus: int) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with (default: %(default)s)")
+    parser = comparison_parser(__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=2, help="reference students per assignment")
     parser.add_argument("--corpus", type=int, default=3, help="corpus students per assignment")
     parser.add_argument("--assignments", nargs="+", default=find_assignments(REPO / "solutions"))
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    unit = torch_import_seconds()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; `import torch` takes {unit:.2f} s")
+    unit = torch_unit()
     with tempfile.TemporaryDirectory(prefix="against-baseline-") as tmp:
         tmp = Path(tmp)
-        graders = {args.baseline: export(args.baseline, tmp / "baseline"), "working tree": REPO}
+        compared = graders(args.baseline, tmp)
         notebooks = make_class(tmp / "class", args.assignments, args.students, args.corpus)
         print(f"{notebooks} notebooks, --jobs {args.jobs}")
-        times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in graders}
+        times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in compared}
         for run in range(args.runs):
-            for name, grader in graders.items():
+            for name, grader in compared.items():
                 out = tmp / f"out-{name.replace(' ', '-')}-{run}"
                 times[name].append(grade(grader, tmp / "class", out, args.jobs))
                 seconds, cpu = times[name][-1]
@@ -68,7 +63,7 @@ def main() -> int:
             tmp / f"out-{args.baseline.replace(' ', '-')}-0" / name, tmp / "out-working-tree-0" / name, shallow=False)]
     print()
     for what, index in (("wall", 0), ("CPU", 1))[:1 if times[args.baseline][0][1] is None else 2]:
-        base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in graders)
+        base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in compared)
         print(f"{what:<4} per notebook: {args.baseline} {base:.2f} s ({base / unit:.2f} torch), working tree "
               f"{now:.2f} s ({now / unit:.2f} torch), ratio {now / base:.2f}")
     print(f"grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")

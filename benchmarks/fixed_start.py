@@ -36,6 +36,26 @@ def export(revision: str, dest: Path) -> Path:
     return dest
 
 
+def comparison_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a benchmark that compares this working tree with another revision."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=3, help="alternating runs of each (default: %(default)s)")
+    return parser
+
+
+def graders(baseline: str, tmp: Path) -> dict[str, Path]:
+    """The two graders compared: ``baseline`` exported into ``tmp``, and this working tree."""
+    return {baseline: export(baseline, tmp / "baseline"), "working tree": REPO}
+
+
+def torch_unit() -> float:
+    """``import torch``'s seconds here (the unit of issue 32's targets), printed with the load."""
+    unit = torch_import_seconds()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; `import torch` takes {unit:.2f} s")
+    return unit
+
+
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's CPU accounting, where this machine has it
 
 
@@ -66,23 +86,19 @@ def grade(grader: Path, submissions: Path, out: Path, jobs: int) -> tuple[float,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="HEAD", help="the git revision to compare with (default: %(default)s)")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    unit = torch_import_seconds()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; `import torch` takes {unit:.2f} s")
+    args = comparison_parser(__doc__.splitlines()[0]).parse_args()
+    unit = torch_unit()
     with tempfile.TemporaryDirectory(prefix="fixed-start-") as tmp:
         tmp = Path(tmp)
-        graders = {args.baseline: export(args.baseline, tmp / "baseline"), "working tree": REPO}
+        compared = graders(args.baseline, tmp)
         classes = {}
         for name, (students, _) in CLASSES.items():
             classes[name] = tmp / name.replace(" ", "_").replace(",", "")
             for n in range(students):
                 make_submission(classes[name], f"student{n}", "01-self-attention")
-        times = {(g, c): [] for g in graders for c in classes}
+        times = {(g, c): [] for g in compared for c in classes}
         for run in range(args.runs):
-            for grader_name, grader in graders.items():
+            for grader_name, grader in compared.items():
                 for name, folder in classes.items():
                     seconds, cpu = grade(grader, folder, tmp / f"out-{run}", CLASSES[name][1])
                     times[(grader_name, name)].append((seconds, cpu))
@@ -91,7 +107,7 @@ def main() -> int:
     print()
     for name in classes:
         for what, index in (("wall", 0), ("CPU", 1))[:1 if times[(args.baseline, name)][0][1] is None else 2]:
-            base, now = (statistics.median(t[index] for t in times[(g, name)]) for g in graders)
+            base, now = (statistics.median(t[index] for t in times[(g, name)]) for g in compared)
             print(f"{name:<22} {what:<4} {args.baseline}: {base:5.1f} s ({base / unit:.1f} torch), working tree: "
                   f"{now:5.1f} s ({now / unit:.1f} torch), ratio {now / base:.2f}")
     return 0
