@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +18,7 @@ from autograder.grading.course import Course
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
 from autograder.submissions import discover
-from classroom import make_submission, reference_code
+from classroom import REPO, make_submission, reference_code
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -59,3 +60,30 @@ def test_a_killed_worker_costs_only_its_groups(tmp_path, monkeypatch):
     assert lost and all("grading worker failed" in r.reason for r in lost)
     assert len(lost) <= 4  # at most the groups in flight (2 per worker)
     assert sum(r.status == "ok" and r.score == r.max_score for r in results) >= 2
+
+
+THREADS = """
+import subprocess, sys
+if sys.argv[1] == "torch-first":  # a Dask worker has loaded PyTorch before the plugin prepares it
+    import torch
+from autograder.engine.process import prepare_process
+prepare_process()
+import torch
+child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                       capture_output=True, text=True, check=True).stdout.strip()
+print(torch.get_num_threads(), child)
+"""
+
+
+@pytest.mark.parametrize("order", ["torch-first", "prepared-first"])
+def test_the_graders_processes_give_pytorch_one_thread(order):
+    """The CLI, its workers (and the processes they start), the service's and a Dask worker judge
+    test-sized tensors: with a thread per core each, two workers on 2 cores took twice the CPU
+    for the same wall time (their idle threads spin against each other)."""
+    environment = {k: v for k, v in os.environ.items() if k not in {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}}
+    default = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             capture_output=True, text=True, check=True, env=environment).stdout.strip()
+    process = subprocess.run([sys.executable, "-c", THREADS, order], capture_output=True, text=True, cwd=REPO,
+                             env=environment)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["1", "1"], f"PyTorch's threads: {process.stdout} (by default {default})"

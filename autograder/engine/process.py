@@ -20,11 +20,27 @@ PR_SET_PDEATHSIG = 1
 
 def prepare_process() -> None:
     """nbgrader runs tools of its environment (alembic) by name: find them without an activated
-    venv. nbgrader's gradebook code trips SQLAlchemy 2 warnings that say nothing to an instructor."""
+    venv. nbgrader's gradebook code trips SQLAlchemy 2 warnings that say nothing to an instructor.
+    And PyTorch gets one thread (``one_thread``)."""
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     warnings.filterwarnings("ignore", module="nbgrader")
+    one_thread()
+
+
+def one_thread() -> None:
+    """PyTorch in the grader's own processes judges test-sized tensors, which no operator splits
+    between threads, so more threads only add their overhead; with several workers on few cores
+    their idle threads spin against each other. On 2 cores, a class of 08 graded with `--jobs 2`
+    took twice the CPU of `--jobs 1` for the same wall time, and half with one thread each
+    (issue 32). PyTorch reads OMP_NUM_THREADS when it loads, so it is set before; a process that
+    has loaded it already is told directly. Processes started from here (a pool's fork server)
+    inherit it. Kernels have one thread too (``sandbox.bwrap.KERNEL_ENVIRONMENT``)."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _exit_with_grader(grader_pid: int) -> None:
