@@ -87,3 +87,28 @@ def test_the_graders_processes_give_pytorch_one_thread(order):
                              env=environment)
     assert process.returncode == 0, process.stderr
     assert process.stdout.split() == ["1", "1"], f"PyTorch's threads: {process.stdout} (by default {default})"
+
+
+WITHOUT_TORCH = """
+import runpy, sys
+sys.argv = ["autograder", *sys.argv[1:]]
+try:
+    runpy.run_module("autograder", run_name="__main__")
+finally:
+    print("PyTorch loaded:", "torch" in sys.modules)
+"""
+
+
+def test_the_cli_leaves_pytorch_to_its_workers(tmp_path):
+    """`grade` with workers prepares the course and hands out notebooks: loading PyTorch too (the
+    judge's and the kernels' modules import it) cost a second or more of every run's start. Its
+    workers load it, through the steps the course names (autograder.grading.course)."""
+    for student in ("ada", "alan"):
+        make_submission(tmp_path / "class", student, ASSIGNMENT)
+    process = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "grade", str(tmp_path / "class"), "--out",
+                              str(tmp_path / "results"), "--jobs", "2", "--quiet"],
+                             capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.strip().endswith("PyTorch loaded: False"), process.stdout
+    grades = (tmp_path / "results" / "grades.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[:5] for row in grades] == [[s, ASSIGNMENT, "8", "8", "ok"] for s in ("ada", "alan")]

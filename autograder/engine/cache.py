@@ -28,6 +28,7 @@ would cost the most of all.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -38,8 +39,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import attention_checks
-
 from autograder.engine.runner import Graded
 from autograder.grading.course import Course
 from autograder.grading.release import PYPROJECT, install_setting
@@ -49,7 +48,10 @@ from autograder.results import NotebookResult
 from autograder.submissions import Submission
 
 # The code whose change may change a grade (the checks run in the kernel, judging in the grader).
-GRADER_PACKAGES = [Path(__file__).resolve().parents[1], Path(attention_checks.__file__).resolve().parent]  # autograder/
+# attention_checks is found, not imported: importing it loads PyTorch, which this process never
+# needs (its workers do), and which costs a second or more of every `grade`'s start.
+GRADER_PACKAGES = [Path(__file__).resolve().parents[1],  # autograder/
+                   Path(importlib.util.find_spec("attention_checks").origin).resolve().parent]
 # Third-party code that runs the notebooks or computes what they compute.
 RUNTIME_PACKAGES = ["torch", "nbgrader", "nbconvert", "nbclient", "ipykernel"]
 FORMAT = 1  # of an entry; bump when its layout changes

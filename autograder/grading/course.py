@@ -33,14 +33,20 @@ from autograder.grading.exporters import AutogradeExporter
 from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
 from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
 from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
-from autograder.grading.judge import JudgeTests, SaveVerdicts
 from autograder.grading.rebuild import RebuildFromSource
 from autograder.layout import SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
 from autograder.sandbox.bwrap import bwrap_available
-from autograder.sandbox.kernels import SandboxedExecute, SandboxedKernelManager
 
 COURSE_ID = "attention-from-scratch"
+
+# The steps that run where notebooks are graded, named rather than imported: nbconvert and
+# traitlets import them there (a grading worker), so a process that only prepares the course and
+# hands it to workers never loads PyTorch, a second or more of every `grade`'s start.
+JUDGE_TESTS = "autograder.grading.judge.JudgeTests"
+SAVE_VERDICTS = "autograder.grading.judge.SaveVerdicts"
+SANDBOXED_EXECUTE = "autograder.sandbox.kernels.SandboxedExecute"
+SANDBOXED_KERNEL_MANAGER = "autograder.sandbox.kernels.SandboxedKernelManager"
 
 # Files of a source folder that never belong to an assignment.
 IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
@@ -84,13 +90,13 @@ def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 3
     # After execution, the grader's own verdict replaces each test cell's outputs, and the
     # gradebook takes each test's score from that verdict, never from the outputs.
     autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)
-    autograde[autograde.index(SaveAutoGrades)] = SaveVerdicts
+    autograde[autograde.index(SaveAutoGrades)] = SAVE_VERDICTS
     at = autograde.index(Execute)
-    c.Autograde.autograde_preprocessors = [*autograde[:at], SandboxedExecute, JudgeTests, *autograde[at + 1:]]
+    c.Autograde.autograde_preprocessors = [*autograde[:at], SANDBOXED_EXECUTE, JUDGE_TESTS, *autograde[at + 1:]]
     c.Autograde.exporter_class = AutogradeExporter
     c.SandboxedExecute.notebook_timeout = notebook_timeout
     if sandbox:
-        c.Execute.kernel_manager_class = SandboxedKernelManager
+        c.Execute.kernel_manager_class = SANDBOXED_KERNEL_MANAGER
         c.SandboxedKernelManager.memory_limit = memory_limit
         c.SandboxedKernelManager.work_root = str(root)
         c.SandboxedKernelManager.warm = warm_kernels
