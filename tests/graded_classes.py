@@ -1,28 +1,37 @@
-"""Each assignment's corpus graded once per test session by the real CLI, for every test
-module that judges it (tests/test_grading.py, tests/test_hints.py): like the built site
-(classroom/site.py), a class is graded the first time a test asks for it and kept."""
+"""Each assignment's corpus graded by the real CLI, once per test session, for every test that
+judges it (tests/test_grading.py, tests/test_hints.py), through the ``graded`` fixture.
+
+The classes a session's tests ask for are graded together, in one CLI run, the first time a test
+asks for one: one start of the grader and one pool of workers instead of one per assignment,
+each ending with a worker idle while the other finishes (conftest.py notes which classes the
+collected tests ask for; a session that asks for one grades only that one)."""
 from __future__ import annotations
 
 import html
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from classroom import Results, grade, load_corpus, make_submission, notebook_name, tree_digest, written_answers
+from autograder.layout import find_assignments
+from classroom import REPO, Results, grade, load_corpus, make_submission, notebook_name, tree_digest, written_answers
 
+ASSIGNMENTS = find_assignments(REPO / "solutions")
+
+_asked_for: set[str] = set()  # by the collected tests
 _graded: dict[str, "GradedClass"] = {}
 
 
 class GradedClass:
-    """A class of fake students for one assignment, graded once by the CLI: the reference
-    solution, the release stub, every corpus student (tests/corpus/<assignment>/), a renamed
-    notebook, a folder without a notebook and a truncated upload."""
+    """A class of fake students for one assignment: the reference solution, the release stub,
+    every corpus student (tests/corpus/<assignment>/), a renamed notebook, a folder without a
+    notebook and a truncated upload. ``root`` is the class alone (for tests that grade some of
+    its students again); the CLI graded a copy of it, with the other classes asked for."""
 
     def __init__(self, assignment: str, tmp: Path):
         self.assignment = assignment
         self.root = tmp / "submitted"
-        self.out = tmp / "results"
         self.corpus = load_corpus(assignment, cli=True)
         # the reference student answers the written questions in words of its own (graded by hand)
         self.written = {gid: f"My answer to {gid}: the scores grow with the width." for gid in written_answers(assignment)}
@@ -36,10 +45,14 @@ class GradedClass:
         (self.root / "no-notebook" / assignment / "notes.txt").write_text("forgot to upload")
         corrupt = make_submission(self.root, "corrupt", assignment)
         corrupt.write_text(corrupt.read_text()[:500])  # a truncated upload
-        self.digest_before = tree_digest(self.root)
-        self.process = grade(self.root, self.out)
-        assert self.process.returncode == 0, self.process.stderr
-        self.results = Results.read(self.out)
+
+    def graded_by(self, submitted: Path, digest_before: dict[str, str], out: Path, results: Results) -> None:
+        """Take this class's results from the run that graded ``submitted`` into ``out``."""
+        self.submitted, self.digest_before, self.out = submitted, digest_before, out
+        # (the run also gave this assignment a row "missing" for each student of the other classes)
+        ours = {(student.name, self.assignment) for student in self.root.iterdir()}
+        self.results = Results({key: row for key, row in results.grades.items() if key in ours},
+                               {key: nb for key, nb in results.notebooks.items() if key in ours})
 
     def row(self, student: str) -> dict:
         return self.results.grades[(student, self.assignment)]
@@ -57,8 +70,37 @@ class GradedClass:
         return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
+def ask_for(items: list[pytest.Item]) -> None:
+    """Note the classes the session's tests ask for: the ``graded`` parameter of each."""
+    _asked_for.update(item.callspec.params["graded"] for item in items
+                      if hasattr(item, "callspec") and "graded" in item.callspec.params)
+
+
 def graded_class(assignment: str, tmp_path_factory: pytest.TempPathFactory) -> GradedClass:
-    """The assignment's class, graded the first time it is asked for in this session."""
+    """The assignment's class, graded, with every other class asked for, the first time one is."""
     if assignment not in _graded:
-        _graded[assignment] = GradedClass(assignment, tmp_path_factory.mktemp(assignment))
+        _grade_together(sorted(_asked_for - set(_graded) | {assignment}), tmp_path_factory)
     return _graded[assignment]
+
+
+def _grade_together(assignments: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+    tmp = tmp_path_factory.mktemp("graded-classes")
+    classes = [GradedClass(assignment, tmp / assignment) for assignment in assignments]
+    submitted, out = tmp / "submitted", tmp / "results"
+    for graded in classes:  # SUBMISSIONS/<student>/<assignment>/, every class in one folder
+        for student in graded.root.iterdir():
+            shutil.copytree(student / graded.assignment, submitted / student.name / graded.assignment)
+    digest_before = tree_digest(submitted)
+    process = grade(submitted, out)
+    assert process.returncode == 0, process.stderr
+    results = Results.read(out)
+    for graded in classes:
+        graded.graded_by(submitted, digest_before, out, results)
+        _graded[graded.assignment] = graded
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENTS)
+def graded(request, tmp_path_factory) -> GradedClass:
+    """Each assignment's class in turn, or those a test names (``parametrize("graded", ...,
+    indirect=True)``)."""
+    return graded_class(request.param, tmp_path_factory)

@@ -12,26 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autograder.layout import find_assignments
 from classroom import REPO, Results, grade, load_corpus, notebook_name, reference_code, secret_lines, tree_digest
-from graded_classes import GradedClass, graded_class
+from graded_classes import ASSIGNMENTS
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
-ASSIGNMENTS = find_assignments(REPO / "solutions")
-
-
-@pytest.fixture(scope="module", params=ASSIGNMENTS)
-def graded(request, tmp_path_factory) -> GradedClass:
-    return graded_class(request.param, tmp_path_factory)
-
-
-@pytest.fixture
-def first_class(tmp_path_factory) -> GradedClass:
-    """The first assignment's class. Tests of the grader's machinery (zips, a killed run, how
-    kernels start) run a whole CLI run each: for one or two assignments, not for every one (the
-    CI's time limit), and run alone they grade no other class."""
-    return graded_class(ASSIGNMENTS[0], tmp_path_factory)
+# Tests of the grader's machinery (zips, a killed run, how kernels start) run a whole CLI run each:
+# for one or two assignments' classes, not for every one (the CI's time limit).
+FIRST_CLASS = pytest.mark.parametrize("graded", ASSIGNMENTS[:1], indirect=True)
 
 
 def test_reference_solution_gets_full_marks(graded):
@@ -141,7 +129,7 @@ def test_a_score_is_the_same_sum_on_every_python(graded):
 
 
 def test_submissions_are_byte_identical_afterwards(graded):
-    assert tree_digest(graded.root) == graded.digest_before
+    assert tree_digest(graded.submitted) == graded.digest_before
 
 
 def test_feedback_never_shows_hidden_tests_or_solutions(graded):
@@ -156,26 +144,28 @@ def test_feedback_never_shows_hidden_tests_or_solutions(graded):
     assert "hidden tests" in graded.feedback_text("stub")
 
 
-def test_zip_from_another_directory_gives_the_same_grades(first_class, tmp_path):
+@FIRST_CLASS
+def test_zip_from_another_directory_gives_the_same_grades(graded, tmp_path):
     """A zip with a wrapping folder, graded from outside the repository, leaves the repository clean."""
     archive = tmp_path / "class.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for student in ("reference", "stub", "corrupt"):
-            for path in (first_class.root / student).rglob("*"):
-                z.write(path, Path("submitted") / path.relative_to(first_class.root))
+            for path in (graded.root / student).rglob("*"):
+                z.write(path, Path("submitted") / path.relative_to(graded.root))
     status_before = _git_status()
     process = grade(archive, tmp_path / "out", cwd=tmp_path)
     assert process.returncode == 0, process.stderr
     assert _git_status() == status_before, "grading left files in the repository"
     again = Results.read(tmp_path / "out")
     for student in ("reference", "stub", "corrupt"):
-        assert again.grades[(student, first_class.assignment)] == first_class.row(student)
+        assert again.grades[(student, graded.assignment)] == graded.row(student)
 
 
-def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(first_class, tmp_path):
+@FIRST_CLASS
+def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(graded, tmp_path):
     subset, out = tmp_path / "class", tmp_path / "out"
     for student in ("reference", "stub", "corrupt"):
-        shutil.copytree(first_class.root / student, subset / student)
+        shutil.copytree(graded.root / student, subset / student)
     process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(subset), "--out", str(out),
                                 "--quiet"], cwd=REPO)
     deadline = time.monotonic() + 300
@@ -192,16 +182,15 @@ def test_a_killed_run_leaves_no_half_results_and_a_rerun_gives_the_same(first_cl
     assert grade(subset, out).returncode == 0
     again = Results.read(out)
     for student in ("reference", "stub", "corrupt"):
-        assert again.grades[(student, first_class.assignment)] == first_class.row(student)
+        assert again.grades[(student, graded.assignment)] == graded.row(student)
     assert not (out / ".feedback-staging").exists()
 
 
 @pytest.mark.parametrize("kernels", ["--cold-kernels", "--no-sandbox"])
-@pytest.mark.parametrize("assignment", [ASSIGNMENTS[0], ASSIGNMENTS[-1]])  # plain functions; modules trained in the kernel
-def test_other_kernels_give_the_same_results(assignment, tmp_path_factory, tmp_path, kernels):
+@pytest.mark.parametrize("graded", [ASSIGNMENTS[0], ASSIGNMENTS[-1]], indirect=True)  # plain functions; modules trained in the kernel
+def test_other_kernels_give_the_same_results(graded, tmp_path, kernels):
     """Forking kernels from a warm Python in a sandbox (the default) changes speed and
     isolation, never results: kernels started cold, or without a sandbox, grade the same."""
-    graded = graded_class(assignment, tmp_path_factory)
     bug = next(e for e in graded.corpus if e.expect == "partial")
     students = ("reference", "stub", f"corpus-{bug.name}")
     for student in students:

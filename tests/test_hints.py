@@ -12,23 +12,16 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.layout import find_assignments
-from classroom import REPO, CorpusEntry
-from graded_classes import graded_class
-
+from classroom import CorpusEntry
 from classroom.hints import foreign_hints, mistake_hints
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
-ASSIGNMENTS = find_assignments(REPO / "solutions")
 
-
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_hint_is_the_students_own(assignment, tmp_path_factory):
-    graded = graded_class(assignment, tmp_path_factory)
-    known = mistake_hints(assignment)
+def test_every_hint_is_the_students_own(graded):  # each assignment's class (graded_classes.py)
+    known = mistake_hints(graded.assignment)
     buggy = [e for e in graded.corpus if e.expect == "partial"]
-    assert buggy, f"no buggy student in tests/corpus/{assignment}/"
+    assert buggy, f"no buggy student in tests/corpus/{graded.assignment}/"
     problems = []
     for entry in buggy:
         failing = graded.failing_messages(f"corpus-{entry.name}")
