@@ -41,6 +41,8 @@ the nbgrader integration (``grading/``)
 - ``grading.scanner``         reading the student's source for forbidden calls and tampering, outside
                               the kernel
 - ``grading.exporters``       nbconvert exporters that validate only after the kernel ran
+- ``grading.steps``           the pipeline's steps that run where notebooks are graded, by name: the
+                              process that only hands out notebooks never loads PyTorch
 
 the sandbox (``sandbox/``)
 

@@ -8,6 +8,7 @@ needs."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -268,22 +269,28 @@ def _local_workers(args, groups: int) -> int:
 
 
 def _start_grading_early(args, options: GradingOptions, groups: int) -> None:
-    """Start what will grade the class on this machine before this process loads nbgrader and
-    PyTorch, so that its own imports run beside these (on another core): the workers' fork
-    server, or, when this process grades alone, the sandbox its kernels are forked from. Not
-    for a class that a cache may answer (most groups then need no kernel) or a Dask cluster."""
+    """Start what will grade the class on this machine before this process loads nbgrader, so
+    that its own imports run beside these (on another core): the workers' fork server, or, when
+    this process grades alone, the sandbox its kernels are forked from, and then what it grades
+    with (PyTorch). Not for a class that a cache may answer (most groups then need no kernel)
+    or a Dask cluster."""
     if args.scheduler or args.scheduler_file or args.cache:
         return
+    from autograder.grading.steps import WORKER_MODULES
+
     if _local_workers(args, groups) > 1:
         from autograder.engine.process import start_workers_early
 
-        start_workers_early("autograder.engine.runner")
-    elif options.sandbox and options.warm_kernels:
+        start_workers_early("autograder.engine.runner", *WORKER_MODULES)
+        return
+    if options.sandbox and options.warm_kernels:
         from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
         from autograder.sandbox.server import launch_fork_server
 
         if bwrap_available():  # else Course says what is missing
             launch_fork_server(sandbox_limits(options.memory_limit))
+    for module in WORKER_MODULES:  # this process is the worker
+        importlib.import_module(module)
 
 
 def _engine(args):

@@ -82,6 +82,8 @@ def instrument(watch: Stopwatch) -> None:
     """Wrap every stage of a grading with ``watch``."""
     from nbgrader.apps import NbGraderAPI
 
+    from traitlets.utils.importstring import import_item
+
     from autograder import report
     from autograder.engine import runner
     from autograder.grading import course, feedback
@@ -96,8 +98,9 @@ def instrument(watch: Stopwatch) -> None:
     watch.wrap(NbGraderAPI, "autograde", "nbgrader autograde: the app's own steps")
     watch.wrap(NbGraderAPI, "generate_feedback", "nbgrader generate_feedback: the app's own steps")
     config = course.grading_config(Path("."))
-    steps = {*config.Autograde.sanitize_preprocessors, *config.Autograde.autograde_preprocessors,
-             *config.GenerateFeedback.preprocessors}
+    steps = {import_item(step) if isinstance(step, str) else step  # steps named for the workers to import
+             for step in [*config.Autograde.sanitize_preprocessors, *config.Autograde.autograde_preprocessors,
+                          *config.GenerateFeedback.preprocessors]}
     for step in steps - {kernels.SandboxedExecute}:  # timed below, apart from its cells
         watch.wrap(step, "preprocess", f"preprocessor {step.__name__}")
     watch.wrap(kernels.SandboxedExecute, "preprocess", "kernel: start and stop (fork, sandbox, connect)")

@@ -71,24 +71,24 @@ def _wait_then_exit(pid: int) -> None:
     os._exit(1)
 
 
-def worker_context(workers_module: str) -> multiprocessing.context.BaseContext:
+def worker_context(*modules: str) -> multiprocessing.context.BaseContext:
     """How grading workers start: forked from one process that imported the grader (nbgrader,
     PyTorch) once, multiprocessing's fork server, instead of each importing it afresh (seconds
     of CPU per worker); the fork server itself is single-threaded, so forking it is safe.
-    ``workers_module``: the module that defines the workers' initializer and task, imported by
-    the fork server (the first pool of a process decides; a later one's module is imported by
-    its workers when they unpickle their first task)."""
+    ``modules``: what the fork server imports, the module that defines the workers' initializer
+    and task and what they grade with (``grading.steps.WORKER_MODULES``). The first pool of a
+    process decides; a later one's modules are imported by its workers when they need them."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([workers_module])
+    context.set_forkserver_preload(list(modules))
     return context
 
 
-def start_workers_early(workers_module: str) -> None:
+def start_workers_early(*modules: str) -> None:
     """Start the fork server of ``worker_context`` now, so that its imports run beside the caller's
     own (on another core) instead of after them, when the first worker is needed."""
     from multiprocessing import forkserver
 
-    worker_context(workers_module)
+    worker_context(*modules)
     forkserver.ensure_running()
 
 

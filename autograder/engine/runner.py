@@ -18,6 +18,7 @@ from autograder.cells import nbgrader_metadata
 from autograder.engine.process import prepare_worker, worker_context
 from autograder.grading.course import COURSE_ID, Course, nbgrader_id
 from autograder.grading.rebuild import identify
+from autograder.grading.steps import WORKER_MODULES
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status, observed_status, test_results
 from autograder.submissions import Submission, drop_broken_grade_ids, load_notebook
@@ -141,7 +142,7 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
         return
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
-        with ProcessPoolExecutor(jobs, mp_context=worker_context(__name__), initializer=_start_worker,
+        with ProcessPoolExecutor(jobs, mp_context=worker_context(__name__, *WORKER_MODULES), initializer=_start_worker,
                                  initargs=(course.root, options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:

@@ -34,19 +34,12 @@ from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
 from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
 from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
 from autograder.grading.rebuild import RebuildFromSource
+from autograder.grading.steps import JUDGE_TESTS, SANDBOXED_EXECUTE, SANDBOXED_KERNEL_MANAGER, SAVE_VERDICTS
 from autograder.layout import SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
 from autograder.sandbox.bwrap import bwrap_available
 
 COURSE_ID = "attention-from-scratch"
-
-# The steps that run where notebooks are graded, named rather than imported: nbconvert and
-# traitlets import them there (a grading worker), so a process that only prepares the course and
-# hands it to workers never loads PyTorch, a second or more of every `grade`'s start.
-JUDGE_TESTS = "autograder.grading.judge.JudgeTests"
-SAVE_VERDICTS = "autograder.grading.judge.SaveVerdicts"
-SANDBOXED_EXECUTE = "autograder.sandbox.kernels.SandboxedExecute"
-SANDBOXED_KERNEL_MANAGER = "autograder.sandbox.kernels.SandboxedKernelManager"
 
 # Files of a source folder that never belong to an assignment.
 IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]

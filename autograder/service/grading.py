@@ -30,6 +30,7 @@ from autograder.engine.process import prepare_worker, worker_context
 from autograder.engine.runner import Graded, grade_group
 from autograder.errors import CourseError
 from autograder.grading.course import Course
+from autograder.grading.steps import WORKER_MODULES
 from autograder.instructor.gradebook import GradebookRecorder
 from autograder.instructor.lms import Student
 from autograder.options import GradingOptions
@@ -87,7 +88,7 @@ class LocalEngine:
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(self.slots, mp_context=worker_context(__name__), initializer=_start_worker,
+        pool = ProcessPoolExecutor(self.slots, mp_context=worker_context(__name__, *WORKER_MODULES), initializer=_start_worker,
                                    initargs=(self.course.root, self.options, os.getpid()))
         for _ in range(self.slots):  # start (and warm up) every worker now, not at the first submission
             pool.submit(os.getpid)
