@@ -71,9 +71,10 @@ class GradedClass:
 
 
 def ask_for(items: list[pytest.Item]) -> None:
-    """Note the classes the session's tests ask for: the ``graded`` parameter of each."""
+    """Note the classes the session's tests ask for: the ``graded`` parameter of each (an
+    assignment; a module's own fixture of that name gives none, or something else)."""
     _asked_for.update(item.callspec.params["graded"] for item in items
-                      if hasattr(item, "callspec") and "graded" in item.callspec.params)
+                      if hasattr(item, "callspec") and item.callspec.params.get("graded") in ASSIGNMENTS)
 
 
 def graded_class(assignment: str, tmp_path_factory: pytest.TempPathFactory) -> GradedClass:
