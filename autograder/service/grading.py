@@ -88,8 +88,8 @@ class LocalEngine:
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(self.slots, mp_context=worker_context(__name__, *WORKER_MODULES), initializer=_start_worker,
-                                   initargs=(self.course.root, self.options, os.getpid()))
+        pool = ProcessPoolExecutor(self.slots, mp_context=worker_context(__name__, *WORKER_MODULES),
+                                   initializer=_start_worker, initargs=(self.course.root, self.options, os.getpid()))
         for _ in range(self.slots):  # start (and warm up) every worker now, not at the first submission
             pool.submit(os.getpid)
         return pool
