@@ -9,6 +9,7 @@ import os
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -43,11 +44,14 @@ def run_kernel(work_root, code: str, answer_timeout: float | None = None) -> tup
         kc.start_channels()
         await kc.wait_for_ready(timeout=60)
         msg_id, out = kc.execute(textwrap.dedent(code)), []
-        while True:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             try:
-                msg = await kc.get_iopub_msg(timeout=30)
-            except Exception:  # noqa: BLE001 - a kernel that went away sends nothing more
-                break
+                msg = await kc.get_iopub_msg(timeout=1)
+            except Exception:  # noqa: BLE001 - nothing for a second: a kernel that went away sends nothing more
+                if not await km.is_alive():
+                    break
+                continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             if msg["msg_type"] == "stream":
