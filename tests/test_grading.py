@@ -1,6 +1,7 @@
 """End to end: real submissions through `python -m autograder grade`, one run per assignment."""
 from __future__ import annotations
 
+import csv
 import math
 import shutil
 import subprocess
@@ -114,9 +115,15 @@ def test_missing_and_corrupt_notebooks_do_not_stop_the_run(graded):
 
 
 def test_one_row_per_student(graded):
-    students = {p.name for p in graded.root.iterdir()}
-    assert {s for s, _ in graded.results.grades} == students
-    assert len(graded.results.grades) == len(students)
+    """One row per student and assignment in the run that graded this class with the others (a
+    student of another class gets a row "missing" for this assignment), none twice."""
+    assert {s for s, _ in graded.results.grades} == {p.name for p in graded.root.iterdir()}
+    with open(graded.out / "grades.csv", newline="") as f:
+        rows = [(row["student_id"], row["assignment"]) for row in csv.DictReader(f)]
+    students = {p.name for p in graded.submitted.iterdir()}
+    assignments = {assignment for _, assignment in rows}
+    assert graded.assignment in assignments
+    assert sorted(rows) == sorted((s, a) for s in students for a in assignments)
 
 
 def test_a_score_is_the_same_sum_on_every_python(graded):
