@@ -41,3 +41,21 @@ def test_the_sandbox_grade_starts_early_is_the_one_its_kernels_use(tmp_path):
     course = Course(tmp_path / "course", options, assignments=["01-self-attention"])
     manager = SandboxedKernelManager(config=course.api.config)
     assert manager._limits() == sandbox_limits(options.memory_limit)
+
+
+def test_a_process_keeps_one_engine_per_gradebook(tmp_path):
+    """nbgrader makes a new SQLAlchemy engine for every Gradebook it opens, several per notebook,
+    and SQLAlchemy keeps compiled statements per engine: the course keeps one engine per URL.
+    A closed gradebook still lets its file go: a new file at the same path is a new gradebook."""
+    path = tmp_path / "gradebook.db"
+    new_gradebook(path)
+    url = f"sqlite:///{path}"
+    with Gradebook(url, "course") as first:
+        first.add_student("ada")
+    with Gradebook(url, "course") as second:
+        assert second.engine is first.engine
+        assert [student.id for student in second.students] == ["ada"]
+    path.unlink()
+    new_gradebook(path)
+    with Gradebook(url, "course") as third:
+        assert third.students == []

@@ -133,6 +133,15 @@ def _scratch_gradebooks_skip_the_disk_wait(dbapi_connection, _record) -> None:
             dbapi_connection.execute("PRAGMA synchronous=OFF")
 
 
+# nbgrader opens a gradebook several times per notebook (autograde, the verdicts, the feedback,
+# the grader reading the result), and each `Gradebook` makes a new SQLAlchemy engine. SQLAlchemy
+# keeps compiled statements per engine (their key holds its dialect), so every notebook compiled
+# nbgrader's queries anew: about a tenth of a grading worker's time. One engine per database URL
+# in a process keeps them; `Gradebook.close` still disposes of the connections it used, and the
+# engine opens new ones when it is next used. (nbgrader looks the function up at each call.)
+nbgrader.api.create_engine = functools.lru_cache(maxsize=16)(create_engine)
+
+
 def new_gradebook(path: Path) -> None:
     """An empty gradebook at ``path``, as nbgrader's Gradebook makes one: its tables, and the
     schema's revision in alembic's table. nbgrader asks a new ``alembic`` process for that
