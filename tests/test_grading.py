@@ -1,4 +1,5 @@
-"""End to end: real submissions through `python -m autograder grade`, one run per assignment."""
+"""End to end: real submissions through `python -m autograder grade`, every assignment's class in
+one run (tests/graded_classes.py)."""
 from __future__ import annotations
 
 import csv

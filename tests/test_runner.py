@@ -102,7 +102,7 @@ finally:
 def test_the_cli_leaves_pytorch_to_its_workers(tmp_path):
     """`grade` with workers prepares the course and hands out notebooks: loading PyTorch too (the
     judge's and the kernels' modules import it) cost a second or more of every run's start. Its
-    workers load it, through the steps the course names (autograder.grading.course)."""
+    workers load it, through the steps the course names (autograder.grading.steps)."""
     for student in ("ada", "alan"):
         make_submission(tmp_path / "class", student, ASSIGNMENT)
     process = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "grade", str(tmp_path / "class"), "--out",

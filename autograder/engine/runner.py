@@ -142,8 +142,8 @@ def grade_all(groups: Iterable[Sequence[Submission]], course: Course, jobs: int,
         return
     groups = iter(groups)
     while True:  # a new pool when a worker process dies: only the groups in flight then are lost
-        with ProcessPoolExecutor(jobs, mp_context=worker_context(__name__, *WORKER_MODULES), initializer=_start_worker,
-                                 initargs=(course.root, options, os.getpid())) as pool:
+        with ProcessPoolExecutor(jobs, mp_context=worker_context(__name__, *WORKER_MODULES),
+                                 initializer=_start_worker, initargs=(course.root, options, os.getpid())) as pool:
             in_flight, broken = {}, False
             while not broken or in_flight:
                 for group in [] if broken else islice(groups, 2 * jobs - len(in_flight)):
