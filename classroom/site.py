@@ -1,27 +1,17 @@
-"""The built book, shared by every test module that needs it: built once per test session.
+"""The book built by `jupyter-book build` (into a folder of the caller's, `--warningiserror
+--keep-going`), and the pages of its table of contents.
 
-tests/conftest.py makes the fixture available to every test module::
-
-    from classroom.site import site  # noqa: F401  (the fixture: Path of the built _build/html)
-
-However many modules import it, `jupyter-book build` runs once per session (into a
-temporary folder, `--warningiserror --keep-going`); a failed build fails each of
-them with the same log, without building again. To test an existing build instead
-(quick, e.g. after `make site`), set COURSE_SITE_HTML=_build/html.
+The test session builds it once, in the background (tests/head_start.py: the ``site`` fixture);
+benchmarks/build_site.py times it.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT = 1200
-
-_result: dict[str, object] = {}  # "html": Path, or "error": str; shared by all importers
 
 
 def build_site(out: Path) -> Path:
@@ -32,27 +22,6 @@ def build_site(out: Path) -> Path:
                              timeout=BUILD_TIMEOUT)
     assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
     return out / "_build" / "html"
-
-
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if "html" not in _result and "error" not in _result:
-        existing = os.environ.get("COURSE_SITE_HTML")
-        if existing:
-            _result["html"] = Path(existing).resolve()
-        else:
-            try:
-                _result["html"] = build_site(tmp_path_factory.mktemp("book"))
-            except (AssertionError, subprocess.TimeoutExpired) as error:
-                _result["error"] = f"jupyter-book build failed:\n{error}"
-    if "error" in _result:
-        pytest.fail(str(_result["error"]), pytrace=False)
-    return _result["html"]  # type: ignore[return-value]
-
-
-@pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    """The built site (its _build/html folder)."""
-    return built_site(tmp_path_factory)
 
 
 def chapter_notebooks():

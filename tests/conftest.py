@@ -1,13 +1,27 @@
 import sys
 from pathlib import Path
 
-# Lets tests import the helpers in this folder (graded_classes.py, headless.py); what tests and
-# benchmarks share is the package classroom/, at the repository's root (pytest's pythonpath).
+import pytest
+
+# Lets tests import the helpers in this folder (graded_classes.py, head_start.py, headless.py); what
+# tests and benchmarks share is the package classroom/, at the repository's root (pytest's pythonpath).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from classroom.site import site  # noqa: E402,F401  - the built book, one build per test session
+import head_start  # noqa: E402
 from graded_classes import ask_for, graded  # noqa: E402,F401  - each assignment's class, graded once per session
+from head_start import published, published_site, site  # noqa: E402,F401  - built in the background
+
+
+def pytest_collection_modifyitems(items):
+    # the tests of the books and the distribution last, so that their slow preparations (started
+    # as the session begins) run beside the others; otherwise in their order
+    items.sort(key=head_start.needs_preparation)
 
 
 def pytest_collection_finish(session):
     ask_for(session.items)  # the classes graded together, when the first is asked for
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _preparations(request, tmp_path_factory):
+    head_start.start(request.session.items, tmp_path_factory)

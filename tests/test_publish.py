@@ -5,14 +5,14 @@ of every file for every secret line (autograder.instructor.publish says what one
 when one solution line is planted, what the distribution holds, a released notebook's setup cell
 in a fresh environment (it installs the wheel from a local folder standing in for the release,
 offline, then passes every visible test with the model solution pasted), and last the site,
-built from the distribution alone and scanned too.
+built from a copy of the distribution alone and scanned too. The distribution and its site are
+made in the background as the session begins (tests/head_start.py).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 import zipfile
 
 import nbformat
@@ -28,17 +28,6 @@ from test_install import fresh_venv, kernel
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
 ASSIGNMENT = "01-self-attention"  # the smallest; every setup cell installs the same way
-
-
-@pytest.fixture(scope="module")
-def published(tmp_path_factory):
-    """(DIST, the command's output): `python -m autograder publish DIST`, run from elsewhere."""
-    tmp = tmp_path_factory.mktemp("publish")
-    dist = tmp / "student-repository"
-    run = subprocess.run([sys.executable, "-m", "autograder", "publish", str(dist)], cwd=tmp, capture_output=True,
-                         text=True, timeout=1800)
-    assert (dist / "dist").is_dir(), run.stdout[-3000:] + run.stderr[-5000:]
-    return dist, run
 
 
 def _scan(dist):
@@ -174,17 +163,13 @@ def test_a_released_setup_cell_installs_the_wheel_offline_and_the_visible_tests_
     assert len(visible) == sum("✓" in t for t in checks) > 0, checks
 
 
-def test_the_site_builds_from_the_distribution_alone_and_holds_none_either(published, monkeypatch):
-    """The book built from the distribution's folder alone (as `publish --site` and a student's
-    `make site` build it); every page, search index and copied source scanned (about a minute,
-    more on a busy machine)."""
-    dist, _ = published
-    if "COURSE_MODEL_CACHE" not in os.environ:
-        # the models the suite's own build of this repository's site trained (keyed by their code,
-        # which the distribution copies), so that they are not trained twice; else trained here
-        monkeypatch.setenv("COURSE_MODEL_CACHE", str(release.REPO_ROOT / "_build" / "trained-models"))
-    html = publish.build_site(dist)
+def test_the_site_builds_from_the_distribution_alone_and_holds_none_either(published_site):
+    """The book built from a copy of the distribution's folder alone (as `publish --site` and a
+    student's `make site` build it; tests/head_start.py builds it in the background); every page,
+    search index and copied source scanned."""
+    html = published_site
+    copy = html.parent.parent
     assert (html / "index.html").is_file() and (html / "exercises" / ASSIGNMENT).is_dir()
-    report = _scan(dist)
+    report = _scan(copy)
     assert report.hits == [], _hits(report)
     assert any(name.endswith(".png") for name in report.binary)  # figures: read as bytes, scanned too

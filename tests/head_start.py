@@ -1,0 +1,149 @@
+"""Slow preparations started in the background as the session begins: the book built, and the
+student distribution published and its book built (fixtures ``site``, ``published`` and
+``published_site``).
+
+Each is a subprocess that keeps one core busy for minutes (jupyter-book runs the chapters one at a
+time) while the session's tests leave the other core idle much of the time: started early, it runs
+beside the tests that do not need it. conftest.py moves the tests that use these fixtures to the
+end of the session and, before the first test, starts the preparations the collected tests need.
+A fixture then waits for its preparation; one that failed fails each test that needs it, with
+the same message, without running again.
+
+To test an existing build of the book instead (quick, e.g. after `make site`), set
+COURSE_SITE_HTML=_build/html.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+
+from autograder.instructor import publish
+from classroom import REPO
+from classroom.site import build_site
+
+MODELS = REPO / "_build" / "trained-models"  # where a build in this clone keeps the models it trained
+
+
+class Preparation:
+    """One slow preparation in a thread of its own, started once; ``result()`` waits for it."""
+
+    def __init__(self, fixture: str, work: Callable[[Path], Any], after: tuple[str, ...] = ()):
+        self.fixture, self.work, self.after = fixture, work, after
+        self._thread: threading.Thread | None = None
+        self._value: Any = None
+        self._failure: str | None = None
+
+    def start(self, tmp: Path) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, args=(tmp,), name=f"prepare-{self.fixture}", daemon=True)
+            self._thread.start()
+
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def _run(self, tmp: Path) -> None:
+        try:
+            for name in self.after:  # those whose files this one uses, when the session needs them
+                if PREPARATIONS[name].started():
+                    PREPARATIONS[name].result()
+            self._value = self.work(tmp)
+        except pytest.fail.Exception as failure:
+            self._failure = str(failure)
+        except Exception as error:  # noqa: BLE001 - reported to every test that needs it
+            self._failure = f"{self.fixture}: {type(error).__name__}: {error}"
+
+    def result(self) -> Any:
+        assert self._thread is not None, f"{self.fixture} was never started (conftest.py starts it)"
+        self._thread.join()
+        if self._failure is not None:
+            pytest.fail(self._failure, pytrace=False)
+        return self._value
+
+
+def _build_book(tmp: Path) -> Path:
+    existing = os.environ.get("COURSE_SITE_HTML")
+    if existing:
+        return Path(existing).resolve()
+    try:
+        return build_site(tmp)
+    except (AssertionError, subprocess.TimeoutExpired) as error:
+        pytest.fail(f"jupyter-book build failed:\n{error}", pytrace=False)
+
+
+def _publish(tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """`python -m autograder publish DIST`, run from elsewhere: (DIST, the command's output)."""
+    dist = tmp / "student-repository"
+    run = subprocess.run([sys.executable, "-m", "autograder", "publish", str(dist)], cwd=tmp, capture_output=True,
+                         text=True, timeout=1800)
+    if not (dist / "dist").is_dir():
+        pytest.fail(f"publish made no distribution:\n{run.stdout[-3000:]}{run.stderr[-5000:]}", pytrace=False)
+    return dist, run
+
+
+def _build_published_book(tmp: Path) -> Path:
+    """The distribution's book, built (as `publish --site` and a student's `make site` build it)
+    in a copy of the distribution alone, so that the tests of the distribution itself see it as
+    published. The models this clone's build trained go where the copy's build looks for them
+    (they are keyed by the code that trains them, which the distribution copies): not trained twice."""
+    dist, _ = PREPARATIONS["published"].result()
+    copy = tmp / "student-repository"
+    shutil.copytree(dist, copy)
+    if MODELS.is_dir():
+        shutil.copytree(MODELS, copy / "_build" / "trained-models")
+    return publish.build_site(copy)
+
+
+PREPARATIONS = {p.fixture: p for p in [
+    Preparation("site", _build_book),
+    Preparation("published", _publish),
+    # after the book of this clone, which trains the models it reuses
+    Preparation("published_site", _build_published_book, after=("site", "published")),
+]}
+
+
+def settle() -> None:
+    """Wait for every preparation started: the book's build writes into the repository (the
+    chapters' notebooks, the models it trains), which a test of what grading leaves there must
+    not take for the grader's."""
+    for preparation in PREPARATIONS.values():
+        if preparation.started():
+            preparation._thread.join()
+
+
+def needs_preparation(item: pytest.Item) -> bool:
+    return any(name in PREPARATIONS for name in getattr(item, "fixturenames", ()))
+
+
+def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Start what the tests in ``items`` need (and what that needs)."""
+    wanted = {name for item in items for name in getattr(item, "fixturenames", ()) if name in PREPARATIONS}
+    if "published_site" in wanted:
+        wanted.add("published")
+    for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
+        if name in wanted:
+            preparation.start(tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """The built site (its _build/html folder)."""
+    return PREPARATIONS["site"].result()
+
+
+@pytest.fixture(scope="session")
+def published() -> tuple[Path, subprocess.CompletedProcess]:
+    """(DIST, the command's output): `python -m autograder publish DIST`, run from elsewhere."""
+    return PREPARATIONS["published"].result()
+
+
+@pytest.fixture(scope="session")
+def published_site() -> Path:
+    """The _build/html folder of the distribution's book, built from a copy of the distribution alone."""
+    return PREPARATIONS["published_site"].result()
