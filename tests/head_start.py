@@ -3,8 +3,8 @@ student distribution published and its book built (fixtures ``site``, ``publishe
 ``published_site``).
 
 Each is a subprocess that keeps one core busy for minutes (jupyter-book runs the chapters one at a
-time) while the session's tests leave the other core idle much of the time: started early, it runs
-beside the tests that do not need it. conftest.py moves the tests that use these fixtures to the
+time) while the session's tests leave much of the machine idle: started early, at the lowest
+priority, it runs beside the tests that do not need it, in the time they leave. conftest.py moves the tests that use these fixtures to the
 end of the session and, before the first test, starts the preparations the collected tests need.
 A fixture then waits for its preparation; one that failed fails each test that needs it, with
 the same message, without running again.
@@ -45,19 +45,22 @@ class Preparation:
             self._thread = threading.Thread(target=self._run, args=(tmp,), name=f"prepare-{self.fixture}", daemon=True)
             self._thread.start()
 
-    def started(self) -> bool:
-        return self._thread is not None
-
     def _run(self, tmp: Path) -> None:
+        # the lowest priority for this thread and the processes it starts (on Linux, a thread's
+        # own, which its children inherit): they take what the tests leave idle, not the tests' time
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         try:
             for name in self.after:  # those whose files this one uses, when the session needs them
-                if PREPARATIONS[name].started():
-                    PREPARATIONS[name].result()
+                PREPARATIONS[name].wait()
             self._value = self.work(tmp)
         except pytest.fail.Exception as failure:
             self._failure = str(failure)
         except Exception as error:  # noqa: BLE001 - reported to every test that needs it
             self._failure = f"{self.fixture}: {type(error).__name__}: {error}"
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
 
     def result(self) -> Any:
         assert self._thread is not None, f"{self.fixture} was never started (conftest.py starts it)"
@@ -104,7 +107,7 @@ PREPARATIONS = {p.fixture: p for p in [
     Preparation("site", _build_book),
     Preparation("published", _publish),
     # after the book of this clone, which trains the models it reuses
-    Preparation("published_site", _build_published_book, after=("site", "published")),
+    Preparation("published_site", _build_published_book, after=("site",)),
 ]}
 
 
@@ -113,8 +116,7 @@ def settle() -> None:
     chapters' notebooks, the models it trains), which a test of what grading leaves there must
     not take for the grader's."""
     for preparation in PREPARATIONS.values():
-        if preparation.started():
-            preparation._thread.join()
+        preparation.wait()
 
 
 def needs_preparation(item: pytest.Item) -> bool:
