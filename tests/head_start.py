@@ -3,7 +3,7 @@ student distribution published and its book built (fixtures ``site``, ``publishe
 ``published_site``).
 
 Each is a subprocess that keeps one core busy for minutes (jupyter-book runs the chapters one at a
-time) while the session's tests leave much of the machine idle: started early, at the lowest
+time) while the session's tests leave much of the machine idle: started early, at a low
 priority, it runs beside the tests that do not need it, in the time they leave. conftest.py moves the tests that use these fixtures to the
 end of the session and, before the first test, starts the preparations the collected tests need.
 A fixture then waits for its preparation; one that failed fails each test that needs it, with
@@ -46,9 +46,11 @@ class Preparation:
             self._thread.start()
 
     def _run(self, tmp: Path) -> None:
-        # the lowest priority for this thread and the processes it starts (on Linux, a thread's
-        # own, which its children inherit): they take what the tests leave idle, not the tests' time
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        # a low priority for this thread and the processes it starts (on Linux, a thread's own,
+        # which its children inherit): they take the time the tests leave idle, and a tenth of a
+        # busy core beside them (nice 10), not none: a chapter's cell must end within the
+        # build's timeout while a test keeps both cores busy
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             for name in self.after:  # those whose files this one uses, when the session needs them
                 PREPARATIONS[name].wait()
