@@ -14,6 +14,7 @@ COURSE_SITE_HTML=_build/html.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -50,7 +51,8 @@ class Preparation:
         # which its children inherit): they take the time the tests leave idle, and a tenth of a
         # busy core beside them (nice 10), not none: a chapter's cell must end within the
         # build's timeout while a test keeps both cores busy
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        with contextlib.suppress(OSError):  # elsewhere than Linux, a thread id may name no process
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             for name in self.after:  # those whose files this one uses, when the session needs them
                 PREPARATIONS[name].wait()
