@@ -35,8 +35,11 @@ MODELS = REPO / "_build" / "trained-models"  # where a build in this clone keeps
 class Preparation:
     """One slow preparation in a thread of its own, started once; ``result()`` waits for it."""
 
-    def __init__(self, fixture: str, work: Callable[[Path], Any], after: tuple[str, ...] = ()):
-        self.fixture, self.work, self.after = fixture, work, after
+    def __init__(self, fixture: str, work: Callable[[Path], Any], needs: tuple[str, ...] = (),
+                 after: tuple[str, ...] = ()):
+        """``needs``: the preparations whose results ``work`` takes (started with it); ``after``:
+        those it waits for when the session needs them too."""
+        self.fixture, self.work, self.needs, self.after = fixture, work, needs, after
         self._thread: threading.Thread | None = None
         self._value: Any = None
         self._failure: str | None = None
@@ -54,7 +57,7 @@ class Preparation:
         with contextlib.suppress(OSError):  # elsewhere than Linux, a thread id may name no process
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
-            for name in self.after:  # those whose files this one uses, when the session needs them
+            for name in self.after:
                 PREPARATIONS[name].wait()
             self._value = self.work(tmp)
         except pytest.fail.Exception as failure:
@@ -68,7 +71,7 @@ class Preparation:
 
     def result(self) -> Any:
         assert self._thread is not None, f"{self.fixture} was never started (conftest.py starts it)"
-        self._thread.join()
+        self.wait()
         if self._failure is not None:
             pytest.fail(self._failure, pytrace=False)
         return self._value
@@ -111,7 +114,7 @@ PREPARATIONS = {p.fixture: p for p in [
     Preparation("site", _build_book),
     Preparation("published", _publish),
     # after the book of this clone, which trains the models it reuses
-    Preparation("published_site", _build_published_book, after=("site",)),
+    Preparation("published_site", _build_published_book, needs=("published",), after=("site",)),
 ]}
 
 
@@ -123,15 +126,20 @@ def settle() -> None:
         preparation.wait()
 
 
+def _prepared_fixtures(item: pytest.Item) -> set[str]:
+    return {name for name in getattr(item, "fixturenames", ()) if name in PREPARATIONS}
+
+
 def needs_preparation(item: pytest.Item) -> bool:
-    return any(name in PREPARATIONS for name in getattr(item, "fixturenames", ()))
+    return bool(_prepared_fixtures(item))
 
 
 def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
     """Start what the tests in ``items`` need (and what that needs)."""
-    wanted = {name for item in items for name in getattr(item, "fixturenames", ()) if name in PREPARATIONS}
-    if "published_site" in wanted:
-        wanted.add("published")
+    wanted = set().union(*map(_prepared_fixtures, items))
+    for name in reversed(PREPARATIONS):  # each listed after what it needs: the needs of needs too
+        if name in wanted:
+            wanted.update(PREPARATIONS[name].needs)
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
             preparation.start(tmp_path_factory.mktemp(name))
