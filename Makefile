@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 # The CPU build this repository is tested with; override with e.g. TORCH=torch on a laptop.
 TORCH  ?= torch==2.13.0
+# Test processes for `make test` (pytest-xdist): most tests wait on kernels, sockets and
+# subprocesses, so two keep a 2-core machine busier than one.
+TEST_PROCESSES ?= 2
 
 # Debian packages `make setup` installs when they are missing (see tools/venv.mk).
 SYSTEM_PACKAGES = \
@@ -25,7 +28,7 @@ site: setup
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES)
 
 release: setup
 	$(BIN)/python -m autograder release

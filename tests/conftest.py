@@ -13,9 +13,11 @@ from head_start import published, published_site, site  # noqa: E402,F401  - bui
 
 
 def pytest_collection_modifyitems(items):
-    # the tests of the books and the distribution last, so that their slow preparations (started
-    # as the session begins) run beside the others; otherwise in their order
-    items.sort(key=head_start.needs_preparation)
+    # the files that test the books and the distribution last, so that their slow preparations
+    # (started as the session begins) run beside the others: whole files, for `make test` hands
+    # each file to one test process (xdist's --dist loadfile); otherwise in their order
+    prepared_files = {item.path for item in items if head_start.needs_preparation(item)}
+    items.sort(key=lambda item: item.path in prepared_files)
 
 
 def pytest_collection_finish(session):
@@ -25,3 +27,5 @@ def pytest_collection_finish(session):
 @pytest.fixture(scope="session", autouse=True)
 def _preparations(request, tmp_path_factory):
     head_start.start(request.session.items, tmp_path_factory)
+    yield
+    head_start.finish()  # another test process may be waiting for what this one claimed

@@ -4,9 +4,12 @@ judges it (tests/test_grading.py, tests/test_hints.py), through the ``graded`` f
 The classes a session's tests ask for are graded together, in one CLI run, the first time a test
 asks for one: one start of the grader and one pool of workers instead of one per assignment,
 each ending with a worker idle while the other finishes (conftest.py notes which classes the
-collected tests ask for; a session that asks for one grades only that one)."""
+collected tests ask for; a session that asks for one grades only that one). With several test
+processes (`make test`), the first to ask grades them and the others read its results
+(tests/once.py)."""
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import shutil
@@ -16,6 +19,7 @@ import pytest
 
 from autograder.layout import find_assignments
 from classroom import REPO, Results, grade, load_corpus, make_submission, notebook_name, tree_digest, written_answers
+from once import Once, shared_folder
 
 ASSIGNMENTS = find_assignments(REPO / "solutions")
 
@@ -35,6 +39,10 @@ class GradedClass:
         self.corpus = load_corpus(assignment, cli=True)
         # the reference student answers the written questions in words of its own (graded by hand)
         self.written = {gid: f"My answer to {gid}: the scores grow with the width." for gid in written_answers(assignment)}
+
+    def submit(self) -> None:
+        """Write every student's submission into ``root``."""
+        assignment = self.assignment
         make_submission(self.root, "reference", assignment, self.written)
         make_submission(self.root, "stub", assignment, answer_all=False)
         for entry in self.corpus:
@@ -85,10 +93,24 @@ def graded_class(assignment: str, tmp_path_factory: pytest.TempPathFactory) -> G
 
 
 def _grade_together(assignments: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Grade the classes, or read them as graded by another of the session's test processes."""
+    once = Once(shared_folder(tmp_path_factory), f"graded-{hashlib.sha256(' '.join(assignments).encode()).hexdigest()[:12]}")
+    if once.claim():
+        try:
+            once.publish(_grade(assignments, tmp_path_factory))
+        except BaseException as error:  # the processes waiting for these classes fail too, not wait
+            once.fail(f"grading the classes {assignments} failed: {type(error).__name__}: {error}")
+            raise
+    for graded in once.value():
+        _graded[graded.assignment] = graded
+
+
+def _grade(assignments: list[str], tmp_path_factory: pytest.TempPathFactory) -> list[GradedClass]:
     tmp = tmp_path_factory.mktemp("graded-classes")
     classes = [GradedClass(assignment, tmp / assignment) for assignment in assignments]
     submitted, out = tmp / "submitted", tmp / "results"
     for graded in classes:  # SUBMISSIONS/<student>/<assignment>/, every class in one folder
+        graded.submit()
         for student in graded.root.iterdir():
             shutil.copytree(student / graded.assignment, submitted / student.name / graded.assignment)
     digest_before = tree_digest(submitted)
@@ -97,7 +119,7 @@ def _grade_together(assignments: list[str], tmp_path_factory: pytest.TempPathFac
     results = Results.read(out)
     for graded in classes:
         graded.graded_by(submitted, digest_before, out, results)
-        _graded[graded.assignment] = graded
+    return classes
 
 
 @pytest.fixture(scope="module", params=ASSIGNMENTS)

@@ -4,10 +4,12 @@ student distribution published and its book built (fixtures ``site``, ``publishe
 
 Each is a subprocess that keeps one core busy for minutes (jupyter-book runs the chapters one at a
 time) while the session's tests leave much of the machine idle: started early, at a low
-priority, it runs beside the tests that do not need it, in the time they leave. conftest.py moves the tests that use these fixtures to the
-end of the session and, before the first test, starts the preparations the collected tests need.
-A fixture then waits for its preparation; one that failed fails each test that needs it, with
-the same message, without running again.
+priority, it runs beside the tests that do not need it, in the time they leave. conftest.py
+moves the test files that use these fixtures to the end of the session and, before the first
+test, starts the preparations the collected tests need, each in the first of the session's test
+processes to start it (tests/once.py). A fixture then waits for its preparation, made in this
+process or another; one that failed fails each test that needs it, with the same message,
+without running again.
 
 To test an existing build of the book instead (quick, e.g. after `make site`), set
 COURSE_SITE_HTML=_build/html.
@@ -28,26 +30,30 @@ import pytest
 from autograder.instructor import publish
 from classroom import REPO
 from classroom.site import build_site
+from once import Once, several_processes, shared_folder
 
 MODELS = REPO / "_build" / "trained-models"  # where a build in this clone keeps the models it trained
 
 
 class Preparation:
-    """One slow preparation in a thread of its own, started once; ``result()`` waits for it."""
+    """One slow preparation, made once for the session's test processes (tests/once.py): the
+    process that claims it makes it in a thread of its own; ``result()`` waits for it."""
 
     def __init__(self, fixture: str, work: Callable[[Path], Any], needs: tuple[str, ...] = (),
                  after: tuple[str, ...] = ()):
         """``needs``: the preparations whose results ``work`` takes (started with it); ``after``:
         those it waits for when the session needs them too."""
         self.fixture, self.work, self.needs, self.after = fixture, work, needs, after
+        self._once: Once | None = None
         self._thread: threading.Thread | None = None
-        self._value: Any = None
-        self._failure: str | None = None
 
-    def start(self, tmp: Path) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, args=(tmp,), name=f"prepare-{self.fixture}", daemon=True)
-            self._thread.start()
+    def start(self, shared: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+        if self._once is None:
+            self._once = Once(shared, self.fixture)
+            if self._once.claim():
+                self._thread = threading.Thread(target=self._run, args=(tmp_path_factory.mktemp(self.fixture),),
+                                                name=f"prepare-{self.fixture}", daemon=True)
+                self._thread.start()
 
     def _run(self, tmp: Path) -> None:
         # a low priority for this thread and the processes it starts (on Linux, a thread's own,
@@ -59,22 +65,25 @@ class Preparation:
         try:
             for name in self.after:
                 PREPARATIONS[name].wait()
-            self._value = self.work(tmp)
+            self._once.publish(self.work(tmp))
         except pytest.fail.Exception as failure:
-            self._failure = str(failure)
+            self._once.fail(str(failure))
         except Exception as error:  # noqa: BLE001 - reported to every test that needs it
-            self._failure = f"{self.fixture}: {type(error).__name__}: {error}"
+            self._once.fail(f"{self.fixture}: {type(error).__name__}: {error}")
 
     def wait(self) -> None:
+        """Until it is made, by whichever process claimed it (at once if the session never started it)."""
+        if self._once is not None:
+            self._once.wait()
+
+    def finish(self) -> None:
+        """Until this process has made what it claimed, for the processes that wait for it."""
         if self._thread is not None:
             self._thread.join()
 
     def result(self) -> Any:
-        assert self._thread is not None, f"{self.fixture} was never started (conftest.py starts it)"
-        self.wait()
-        if self._failure is not None:
-            pytest.fail(self._failure, pytrace=False)
-        return self._value
+        assert self._once is not None, f"{self.fixture} was never started (conftest.py starts it)"
+        return self._once.value()
 
 
 def _build_book(tmp: Path) -> Path:
@@ -119,7 +128,7 @@ PREPARATIONS = {p.fixture: p for p in [
 
 
 def settle() -> None:
-    """Wait for every preparation started: the book's build writes into the repository (the
+    """Wait for every preparation started, by any process: the book's build writes into the repository (the
     chapters' notebooks, the models it trains), which a test of what grading leaves there must
     not take for the grader's."""
     for preparation in PREPARATIONS.values():
@@ -135,14 +144,23 @@ def needs_preparation(item: pytest.Item) -> bool:
 
 
 def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Start what the tests in ``items`` need (and what that needs)."""
+    """Start what the tests in ``items`` need (and what that needs): each is claimed by the
+    first of the session's processes to start it."""
     wanted = set().union(*map(_prepared_fixtures, items))
     for name in reversed(PREPARATIONS):  # each listed after what it needs: the needs of needs too
         if name in wanted:
             wanted.update(PREPARATIONS[name].needs)
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
-            preparation.start(tmp_path_factory.mktemp(name))
+            preparation.start(shared_folder(tmp_path_factory), tmp_path_factory)
+
+
+def finish() -> None:
+    """At the end of a process's session: the preparations it claimed, made, when other
+    processes may wait for them (alone, it leaves them unfinished, as an interrupted run must)."""
+    if several_processes():
+        for preparation in PREPARATIONS.values():
+            preparation.finish()
 
 
 @pytest.fixture(scope="session")
