@@ -78,11 +78,16 @@ class GradedClass:
         return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
+def asks_for(item: pytest.Item) -> str | None:
+    """The class a test asks for: its ``graded`` parameter, an assignment (a module's own
+    fixture of that name gives none, or something else)."""
+    assignment = item.callspec.params.get("graded") if hasattr(item, "callspec") else None
+    return assignment if assignment in ASSIGNMENTS else None
+
+
 def ask_for(items: list[pytest.Item]) -> None:
-    """Note the classes the session's tests ask for: the ``graded`` parameter of each (an
-    assignment; a module's own fixture of that name gives none, or something else)."""
-    _asked_for.update(item.callspec.params["graded"] for item in items
-                      if hasattr(item, "callspec") and item.callspec.params.get("graded") in ASSIGNMENTS)
+    """Note the classes the session's tests ask for."""
+    _asked_for.update(filter(None, map(asks_for, items)))
 
 
 def graded_class(assignment: str, tmp_path_factory: pytest.TempPathFactory) -> GradedClass:
