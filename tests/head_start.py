@@ -32,7 +32,7 @@ from classroom import REPO
 from classroom.site import build_site
 from once import Once, several_processes, shared_folder
 
-MODELS = REPO / "_build" / "trained-models"  # where a build in this clone keeps the models it trained
+MODELS = REPO / "_build" / "trained-models"  # where `make site` in this clone keeps the models it trained
 
 
 class Preparation:
@@ -44,18 +44,18 @@ class Preparation:
         """``needs``: the preparations whose results ``work`` takes (started with it); ``after``:
         those it waits for when the session needs them too."""
         self.fixture, self.work, self.needs, self.after = fixture, work, needs, after
+        self.folder: Path | None = None  # its own, in the folder the session's processes share
         self._once: Once | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, shared: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    def start(self, shared: Path) -> None:
         if self._once is None:
-            self._once = Once(shared, self.fixture)
+            self.folder, self._once = shared / self.fixture, Once(shared, self.fixture)
             if self._once.claim():
-                self._thread = threading.Thread(target=self._run, args=(tmp_path_factory.mktemp(self.fixture),),
-                                                name=f"prepare-{self.fixture}", daemon=True)
+                self._thread = threading.Thread(target=self._run, name=f"prepare-{self.fixture}", daemon=True)
                 self._thread.start()
 
-    def _run(self, tmp: Path) -> None:
+    def _run(self) -> None:
         # a low priority for this thread and the processes it starts (on Linux, a thread's own,
         # which its children inherit): they take the time the tests leave idle, and a tenth of a
         # busy core beside them (nice 10), not none: a chapter's cell must end within the
@@ -65,7 +65,8 @@ class Preparation:
         try:
             for name in self.after:
                 PREPARATIONS[name].wait()
-            self._once.publish(self.work(tmp))
+            self.folder.mkdir()
+            self._once.publish(self.work(self.folder))
         except pytest.fail.Exception as failure:
             self._once.fail(str(failure))
         except Exception as error:  # noqa: BLE001 - reported to every test that needs it
@@ -86,12 +87,17 @@ class Preparation:
         return self._once.value()
 
 
-def _build_book(tmp: Path) -> Path:
+def _build_book(folder: Path) -> Path:
+    """The book of this clone, built into ``folder``, and the models its chapters train kept
+    there too (seeded with those a `make site` here trained): the build writes nothing into the
+    repository, where a test of what grading leaves there runs beside it."""
     existing = os.environ.get("COURSE_SITE_HTML")
     if existing:
         return Path(existing).resolve()
+    if MODELS.is_dir():
+        shutil.copytree(MODELS, folder / "trained-models")
     try:
-        return build_site(tmp)
+        return build_site(folder, model_cache=folder / "trained-models")
     except (AssertionError, subprocess.TimeoutExpired) as error:
         pytest.fail(f"jupyter-book build failed:\n{error}", pytrace=False)
 
@@ -106,16 +112,19 @@ def _publish(tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
     return dist, run
 
 
-def _build_published_book(tmp: Path) -> Path:
+def _build_published_book(folder: Path) -> Path:
     """The distribution's book, built (as `publish --site` and a student's `make site` build it)
     in a copy of the distribution alone, so that the tests of the distribution itself see it as
-    published. The models this clone's build trained go where the copy's build looks for them
-    (they are keyed by the code that trains them, which the distribution copies): not trained twice."""
+    published. The models the book of this clone trained go where the copy's build looks for
+    them (they are keyed by the code that trains them, which the distribution copies): not
+    trained twice."""
     dist, _ = PREPARATIONS["published"].result()
-    copy = tmp / "student-repository"
+    copy = folder / "student-repository"
     shutil.copytree(dist, copy)
-    if MODELS.is_dir():
-        shutil.copytree(MODELS, copy / "_build" / "trained-models")
+    site = PREPARATIONS["site"].folder
+    trained = site / "trained-models" if site is not None and (site / "trained-models").is_dir() else MODELS
+    if trained.is_dir():
+        shutil.copytree(trained, copy / "_build" / "trained-models")
     return publish.build_site(copy)
 
 
@@ -125,14 +134,6 @@ PREPARATIONS = {p.fixture: p for p in [
     # after the book of this clone, which trains the models it reuses
     Preparation("published_site", _build_published_book, needs=("published",), after=("site",)),
 ]}
-
-
-def settle() -> None:
-    """Wait for every preparation started, by any process: the book's build writes into the repository (the
-    chapters' notebooks, the models it trains), which a test of what grading leaves there must
-    not take for the grader's."""
-    for preparation in PREPARATIONS.values():
-        preparation.wait()
 
 
 def _prepared_fixtures(item: pytest.Item) -> set[str]:
@@ -152,7 +153,7 @@ def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory
             wanted.update(PREPARATIONS[name].needs)
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
-            preparation.start(shared_folder(tmp_path_factory), tmp_path_factory)
+            preparation.start(shared_folder(tmp_path_factory))
 
 
 def finish() -> None:
