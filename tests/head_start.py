@@ -44,18 +44,18 @@ class Preparation:
         """``needs``: the preparations whose results ``work`` takes (started with it); ``after``:
         those it waits for when the session needs them too."""
         self.fixture, self.work, self.needs, self.after = fixture, work, needs, after
-        self.folder: Path | None = None  # its own, in the folder the session's processes share
         self._once: Once | None = None
         self._thread: threading.Thread | None = None
 
     def start(self, shared: Path) -> None:
         if self._once is None:
-            self.folder, self._once = shared / self.fixture, Once(shared, self.fixture)
-            if self._once.claim():
-                self._thread = threading.Thread(target=self._run, name=f"prepare-{self.fixture}", daemon=True)
+            self._once = Once(shared, self.fixture)
+            if self._once.claim():  # made in a folder of its own, in the one the processes share
+                self._thread = threading.Thread(target=self._run, args=(shared / self.fixture,),
+                                                name=f"prepare-{self.fixture}", daemon=True)
                 self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, folder: Path) -> None:
         # a low priority for this thread and the processes it starts (on Linux, a thread's own,
         # which its children inherit): they take the time the tests leave idle, and a tenth of a
         # busy core beside them (nice 10), not none: a chapter's cell must end within the
@@ -65,8 +65,8 @@ class Preparation:
         try:
             for name in self.after:
                 PREPARATIONS[name].wait()
-            self.folder.mkdir()
-            self._once.publish(self.work(self.folder))
+            folder.mkdir()
+            self._once.publish(self.work(folder))
         except pytest.fail.Exception as failure:
             self._once.fail(str(failure))
         except Exception as error:  # noqa: BLE001 - reported to every test that needs it
@@ -88,16 +88,12 @@ class Preparation:
 
 
 def _build_book(folder: Path) -> Path:
-    """The book of this clone, built into ``folder``, and the models its chapters train kept
-    there too (seeded with those a `make site` here trained): the build writes nothing into the
-    repository, where a test of what grading leaves there runs beside it."""
+    """The book of this clone, built into ``folder`` (its models in the session's cache: ``start``)."""
     existing = os.environ.get("COURSE_SITE_HTML")
     if existing:
         return Path(existing).resolve()
-    if MODELS.is_dir():
-        shutil.copytree(MODELS, folder / "trained-models")
     try:
-        return build_site(folder, model_cache=folder / "trained-models")
+        return build_site(folder)
     except (AssertionError, subprocess.TimeoutExpired) as error:
         pytest.fail(f"jupyter-book build failed:\n{error}", pytrace=False)
 
@@ -115,16 +111,11 @@ def _publish(tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
 def _build_published_book(folder: Path) -> Path:
     """The distribution's book, built (as `publish --site` and a student's `make site` build it)
     in a copy of the distribution alone, so that the tests of the distribution itself see it as
-    published. The models the book of this clone trained go where the copy's build looks for
-    them (they are keyed by the code that trains them, which the distribution copies): not
-    trained twice."""
+    published. Its models come from the session's cache (``start``), where the book of this
+    clone left them: they are keyed by the code that trains them, which the distribution copies."""
     dist, _ = PREPARATIONS["published"].result()
     copy = folder / "student-repository"
     shutil.copytree(dist, copy)
-    site = PREPARATIONS["site"].folder
-    trained = site / "trained-models" if site is not None and (site / "trained-models").is_dir() else MODELS
-    if trained.is_dir():
-        shutil.copytree(trained, copy / "_build" / "trained-models")
     return publish.build_site(copy)
 
 
@@ -147,6 +138,7 @@ def needs_preparation(item: pytest.Item) -> bool:
 def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
     """Start what the tests in ``items`` need (and what that needs): each is claimed by the
     first of the session's processes to start it."""
+    share_trained_models(shared_folder(tmp_path_factory) / "trained-models")
     wanted = set().union(*map(_prepared_fixtures, items))
     for name in reversed(PREPARATIONS):  # each listed after what it needs: the needs of needs too
         if name in wanted:
@@ -154,6 +146,21 @@ def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
             preparation.start(shared_folder(tmp_path_factory))
+
+
+def share_trained_models(cache: Path) -> None:
+    """The models the chapters train (book/learning.py, book/generation.py), kept for the whole
+    session in ``cache``, outside the repository, by everything the tests start (COURSE_MODEL_CACHE):
+    the books' builds train each once, a test that needs one first trains it for them, and none
+    writes into the repository, where a test of what grading leaves there runs beside them.
+    Seeded with those a `make site` in this clone trained, each copied whole and then renamed
+    (the other test process may be reading it)."""
+    cache.mkdir(exist_ok=True)
+    for model in MODELS.iterdir() if MODELS.is_dir() else ():
+        partial = cache / f"{model.name}.{os.getpid()}.tmp"
+        shutil.copyfile(model, partial)
+        partial.replace(cache / model.name)
+    os.environ["COURSE_MODEL_CACHE"] = str(cache)
 
 
 def finish() -> None:
