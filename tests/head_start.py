@@ -138,14 +138,15 @@ def needs_preparation(item: pytest.Item) -> bool:
 def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory) -> None:
     """Start what the tests in ``items`` need (and what that needs): each is claimed by the
     first of the session's processes to start it."""
-    share_trained_models(shared_folder(tmp_path_factory) / "trained-models")
+    shared = shared_folder(tmp_path_factory)
+    share_trained_models(shared / "trained-models")
     wanted = set().union(*map(_prepared_fixtures, items))
     for name in reversed(PREPARATIONS):  # each listed after what it needs: the needs of needs too
         if name in wanted:
             wanted.update(PREPARATIONS[name].needs)
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
-            preparation.start(shared_folder(tmp_path_factory))
+            preparation.start(shared)
 
 
 def share_trained_models(cache: Path) -> None:
