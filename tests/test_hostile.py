@@ -236,9 +236,11 @@ ATTACKS = [
                     os._exit(0)
         except OSError:
             pass"""), twin="reference", expect="at_most", status=("ok", "timeout")),
+    # 64 MB: eight times the notebook's output cap and over test_output_flood_is_capped's bound,
+    # in about a second alone (200 MB took 2-3 s, and timed out under three test processes)
     Attack("print_gigabytes", "floods output", code("""
         import sys
-        for _ in range(200):
+        for _ in range(64):
             sys.stdout.write("x" * 10**6)"""), twin="reference"),
     # -- reaching outside the kernel: a sandbox with nothing to find ---------------------------
     Attack("read_solutions", "reads files", code(f"""
