@@ -236,7 +236,7 @@ ATTACKS = [
                     os._exit(0)
         except OSError:
             pass"""), twin="reference", expect="at_most", status=("ok", "timeout")),
-    # 64 MB: eight times the notebook's output cap and over test_output_flood_is_capped's bound,
+    # 64 MB: nearly eight times the notebook's output cap (8 MiB), over test_output_flood_is_capped's bound,
     # in about a second alone (200 MB took 2-3 s, and timed out under three test processes)
     Attack("print_gigabytes", "floods output", code("""
         import sys
