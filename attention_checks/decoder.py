@@ -42,7 +42,8 @@ import torch.nn.functional as F
 
 from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
-from .modules import build_student_module, hide_padding, load_student_module, marker as module_marker, watch_modules
+from .modules import (build_student_module, hide_padding, load_student_module, marker as module_marker, seeded,
+                      watch_modules)
 from .registry import Check, Inputs, Spec, declare
 
 Tensor = torch.Tensor
@@ -310,8 +311,7 @@ def _greedy_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
     model = ToyTranslator(inputs.extra["state"]).eval()
     args = dict(inputs.args, model=model)
     # a decoder that samples (a bug) draws the same tokens at every grading, and the student's RNG is left alone
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with seeded(0):
         return fn(*args.values())
 
 
@@ -425,8 +425,7 @@ def _training_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
         module = load_student_module(holder[0], inputs.extra["state"], what,
                                      "encoder (layers, norm) and decoder (layers, norm)")
         model = build_seq2seq(module, inputs.extra["around"], c["vocab"], c["E"])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
+        with seeded(0):
             losses = train_losses(model, inputs.args["src"], inputs.args["tgt"], 1, c["steps"], c["lr"])
     return losses.to(torch.float32)
 

@@ -24,6 +24,7 @@ from ..decoder import (
     train_losses,
     training_spec,
 )
+from ..modules import seeded
 from ..registry import Inputs, Spec
 from .hints import split_error
 from .judging import Answer, Mistake
@@ -472,8 +473,7 @@ def _training_losses(x: Inputs, spec: Spec, bug: str | None = None) -> Tensor:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: threads only add overhead (the grading kernels use one too)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
+        with seeded(0):
             return train_losses(model, x.args["src"], x.args["tgt"], 1, c["steps"], c["lr"])
     finally:
         torch.set_num_threads(threads)
