@@ -292,14 +292,18 @@ def quiet():
     """Swallow whatever runs inside prints, warns or logs: nbgrader gives 0 points to a
     test cell that writes to stderr, and a correct solution that prints must pass."""
     previous_disable = logging.root.manager.disable
-    logging.disable(logging.CRITICAL)
+    # logging.disable empties the cache of every logger there is (PyTorch has hundreds): only
+    # when the level changes
+    if previous_disable < logging.CRITICAL:
+        logging.disable(logging.CRITICAL)
     try:
         with warnings.catch_warnings(), _quiet_fds():
             warnings.simplefilter("ignore")
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 yield
     finally:
-        logging.disable(previous_disable)
+        if logging.root.manager.disable != previous_disable:
+            logging.disable(previous_disable)
 
 
 def _where(error: BaseException) -> str:
