@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-# Lets tests import the helpers in this folder (graded_classes.py, head_start.py, headless.py); what
+# Lets tests import the helpers in this folder (graded_classes.py, head_start.py, browsing.py, ...); what
 # tests and benchmarks share is the package classroom/, at the repository's root (pytest's pythonpath).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -12,6 +12,7 @@ import head_start  # noqa: E402
 import torch  # noqa: E402
 from graded_classes import ask_for, asks_for, graded  # noqa: E402,F401  - each assignment's class, graded once per session
 from head_start import published, published_site, site  # noqa: E402,F401  - built in the background
+from browsing import artifacts, chromium, site_url  # noqa: E402,F401  - a browser per test file that asks for one
 
 # Each of the session's test processes computes with its share of the cores: PyTorch's threads,
 # one per core in every process, would outnumber them and wait on each other (in-process checks
