@@ -86,12 +86,29 @@ class Preparation:
         assert self._once is not None, f"{self.fixture} was never started (conftest.py starts it)"
         return self._once.value()
 
+    def result_if_made(self) -> Any | None:
+        """Its result when the session made it; None when it never started or failed (its own
+        tests say why)."""
+        if self._once is None:
+            return None
+        try:
+            return self._once.value()
+        except pytest.fail.Exception:
+            return None
+
 
 def _build_book(folder: Path) -> Path:
-    """The book of this clone, built into ``folder`` (its models in the session's cache: ``start``)."""
+    """The book of this clone, built into ``folder`` (its models in the session's cache: ``start``).
+    When the session built the distribution's book, its chapters are not run again: their outputs
+    come from that build's execution cache (jupyter-cache matches a page by its code, and the
+    distribution's pages are this clone's; what the distribution lacks, this clone has), so each
+    chapter runs once per session. Without it, this build runs them."""
     existing = os.environ.get("COURSE_SITE_HTML")
     if existing:
         return Path(existing).resolve()
+    published_html = PREPARATIONS["published_site"].result_if_made()
+    if published_html is not None:
+        shutil.copytree(published_html.parent / ".jupyter_cache", folder / "_build" / ".jupyter_cache")
     try:
         return build_site(folder)
     except (AssertionError, subprocess.TimeoutExpired) as error:
@@ -111,8 +128,8 @@ def _publish(tmp: Path) -> tuple[Path, subprocess.CompletedProcess]:
 def _build_published_book(folder: Path) -> Path:
     """The distribution's book, built (as `publish --site` and a student's `make site` build it)
     in a copy of the distribution alone, so that the tests of the distribution itself see it as
-    published. Its models come from the session's cache (``start``), where the book of this
-    clone left them: they are keyed by the code that trains them, which the distribution copies."""
+    published. It runs every chapter, and trains the models into the session's cache (``start``),
+    keyed by the code that trains them, which the distribution copies."""
     dist, _ = PREPARATIONS["published"].result()
     copy = folder / "student-repository"
     shutil.copytree(dist, copy)
@@ -120,10 +137,10 @@ def _build_published_book(folder: Path) -> Path:
 
 
 PREPARATIONS = {p.fixture: p for p in [
-    Preparation("site", _build_book),
     Preparation("published", _publish),
-    # after the book of this clone, which trains the models it reuses
-    Preparation("published_site", _build_published_book, needs=("published",), after=("site",)),
+    Preparation("published_site", _build_published_book, needs=("published",)),
+    # after the distribution's book, whose executed chapters it reuses
+    Preparation("site", _build_book, after=("published_site",)),
 ]}
 
 
