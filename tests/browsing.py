@@ -40,15 +40,21 @@ def artifacts(request) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def chromium(tmp_path_factory, artifacts) -> Iterator[Chromium]:
+def chromium_executable() -> str:
+    """Chromium's path; without it, the test skips (or fails where CI is set)."""
     executable = find_chromium()
     if executable is None:
         message = "headless Chromium not found (Debian: apt-get install chromium, or set CHROMIUM=/path/to/it)"
         if os.environ.get("CI"):
             pytest.fail(message + "; CI must have it: `make setup` installs it as root", pytrace=False)
         pytest.skip(message)
-    with Chromium(executable, tmp_path_factory.mktemp("chromium-profile"), artifacts / "chromium.log") as browser:
+    return executable
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory, artifacts) -> Iterator[Chromium]:
+    with Chromium(chromium_executable(), tmp_path_factory.mktemp("chromium-profile"),
+                  artifacts / "chromium.log") as browser:
         yield browser
 
 

@@ -12,7 +12,8 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from classroom import REPO, make_submission
-from headless import Chromium, Page, find_chromium
+from browsing import chromium_executable
+from headless import Chromium, Page
 from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -32,12 +33,7 @@ def service(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    executable = find_chromium()
-    if executable is None:
-        message = "headless Chromium not found (Debian: apt-get install chromium, or set CHROMIUM=/path/to/it)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; CI must have it", pytrace=False)
-        pytest.skip(message)
+    executable = chromium_executable()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with Chromium(executable, tmp_path_factory.mktemp("profile"), ARTIFACTS / "chromium.log") as chromium:
         yield chromium
