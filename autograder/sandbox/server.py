@@ -4,8 +4,8 @@ it), one per worker process and per set of limits; the grader talks to it over a
 Light on purpose, as ``bwrap.py``: the command line launches one before it loads PyTorch."""
 from __future__ import annotations
 
-import atexit
 import json
+import multiprocessing.util
 import os
 import select
 import signal
@@ -201,5 +201,7 @@ def fork_server(limits: dict) -> ForkServer:
     key = tuple(sorted(limits.items()))
     if key not in _fork_servers:
         _fork_servers[key] = ForkServer(limits)
-        atexit.register(_fork_servers[key].stop)
+        # stopped, its scratch folder unmounted and removed, as this process ends: multiprocessing's
+        # exit handlers run in a pool's worker too, which ends with os._exit (atexit's never run there)
+        multiprocessing.util.Finalize(None, _fork_servers[key].stop, exitpriority=0)
     return _fork_servers[key]
