@@ -120,9 +120,9 @@ def test_workers_remove_their_sandboxes_as_they_stop(tmp_path):
         process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "class"), "--out",
                                   str(tmp_path / "results"), "--jobs", "2", "--quiet"], capture_output=True,
                                  text=True, cwd=REPO, timeout=600, env=dict(os.environ, TMPDIR=str(temp)))
-        left, mounted = sorted(p.name for p in temp.iterdir()), _mounted_under(temp)
     finally:
-        for mount in _mounted_under(temp):  # what a failure left
+        left, mounted = sorted(p.name for p in temp.iterdir()), _mounted_under(temp)
+        for mount in mounted:  # so that the folder can go, whatever the run left
             subprocess.run(["umount", "--lazy", mount], check=False)
         shutil.rmtree(temp, ignore_errors=True)
     assert process.returncode == 0, process.stderr
