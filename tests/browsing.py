@@ -78,7 +78,7 @@ def serve(root: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def site_url(site, chromium) -> Iterator[str]:  # noqa: F811 - `site` is the imported fixture
+def site_url(site, chromium) -> Iterator[str]:  # `site`: tests/head_start.py, through conftest.py
     # Depends on `chromium` so that the browser is started before the server's thread.
     with serve(site) as url:
         yield url
