@@ -9,6 +9,7 @@ judging side in ``answers.judging``.
 from __future__ import annotations
 
 import contextlib
+import importlib._bootstrap
 import io
 import logging
 import os
@@ -156,6 +157,9 @@ WATCH_SWITCHED_OFF = "sys.setprofile (graded code may not switch off the check's
 ALWAYS_FORBIDDEN = {PRIVATE_IMPLEMENTATIONS: PRIVATE_NAMESPACES, WATCH_SWITCHED_OFF: ("setprofile",)}
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PRIVATE_DIRS = tuple(f"{_TORCH_DIR}{namespace}{os.sep}" for namespace in PRIVATE_NAMESPACES)
+# The import system runs a module's top-level code through this function (the code object is
+# the import system's own: graded code can call the function, but not make another run this code)
+_RUNS_MODULE_CODE = importlib._bootstrap._call_with_frames_removed.__code__
 
 
 def _own_code(cls: type) -> list[CodeType]:
@@ -234,11 +238,16 @@ class ForbiddenCalls(TorchFunctionMode):
                 # implementation handed to a library, or to torch.vmap, which calls what it is given)
                 if not code.co_filename.startswith(_PRIVATE_DIRS):
                     return
-                caller = frame.f_back
+                below, caller = frame, frame.f_back
                 while (caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR)
                        and id(caller) not in open_c_calls):
-                    caller = caller.f_back
+                    below, caller = caller, caller.f_back
                 if caller is None or caller.f_code.co_filename.startswith(_TORCH_DIR):
+                    return
+                # PyTorch importing its own modules: a first use of some operator imports torch._dynamo,
+                # whose imports run private modules' top-level code (definitions, registrations).
+                # The grader's kernels have it imported already; a student's fresh kernel does not.
+                if caller.f_code is _RUNS_MODULE_CODE and below.f_code.co_name == "<module>":
                     return
                 name = PRIVATE_IMPLEMENTATIONS
             note(name)

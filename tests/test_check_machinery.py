@@ -255,6 +255,57 @@ def test_a_private_implementation_handed_to_pytorch_to_call_is_still_the_student
     assert guard.seen == []
 
 
+STAND_IN_TORCH = {  # a package in PyTorch's place, its private folder beside its public code
+    "standin_torch/__init__.py": "",
+    "standin_torch/_refs/__init__.py": "",
+    "standin_torch/_refs/helpers.py": "def register(f):\n    return f\n\ndef softmax(x):\n    return x.softmax(-1)\n",
+    # imported on a first use, as torch imports torch._dynamo: top-level code that registers
+    "standin_torch/_refs/lazy.py": "from standin_torch._refs.helpers import register\n\n@register\ndef kernel():\n    pass\n",
+    "standin_torch/public.py": "def first_use(x):\n    import standin_torch._refs.lazy\n    return x\n",
+    # the student's own module, whose top-level code computes with a private implementation
+    "students_module.py": "import torch\nfrom standin_torch._refs.helpers import softmax\nOUT = softmax(torch.ones(3))\n",
+}
+
+
+@pytest.fixture
+def stand_in_torch(tmp_path, monkeypatch):
+    """PyTorch's folders, as the watch knows them, pointed at STAND_IN_TORCH."""
+    import attention_checks.core as core
+
+    for name, text in STAND_IN_TORCH.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(core, "_TORCH_DIR", f"{tmp_path / 'standin_torch'}{os.sep}")
+    monkeypatch.setattr(core, "_PRIVATE_DIRS", (f"{tmp_path / 'standin_torch' / '_refs'}{os.sep}",))
+    yield
+    for module in [m for m in sys.modules if m.startswith(("standin_torch", "students_module"))]:
+        del sys.modules[module]
+
+
+def test_pytorch_importing_its_private_modules_is_no_ones_use(stand_in_torch):
+    """A first use that imports a private module runs its top-level code from the import system
+    (a student's fresh kernel; the grader's kernels import it beforehand). Importing is not
+    computing: the calls of private code from the student's code, its modules and the import
+    system's function called by hand still count."""
+    import importlib._bootstrap
+
+    from standin_torch import public
+
+    with ForbiddenCalls({}) as guard:
+        public.first_use(torch.ones(3))
+    assert guard.seen == []
+    from standin_torch._refs import helpers
+    with ForbiddenCalls({}) as guard:
+        helpers.softmax(torch.ones(3))
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+    with ForbiddenCalls({}) as guard:
+        importlib._bootstrap._call_with_frames_removed(helpers.softmax, torch.ones(3))
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+    with ForbiddenCalls({}) as guard:
+        import students_module  # noqa: F401
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+
 def test_switching_off_the_watch_is_a_forbidden_use():
     refs = _hidden_module("sfer_")
     switch = getattr(sys, "set" + "profile")

@@ -151,12 +151,40 @@ def test_visible_text_shows_no_solution_or_hidden_line(assignment):
     assert not [line for line in secrets if line in visible]
 
 
+# Each assignment's reference solution through its test cells in a Python of its own, forked
+# from one that has imported only what a student's fresh kernel has (PyTorch, the checks): this
+# test process has long imported what the checks' first runs import lazily (torch._dynamo, whose
+# import runs PyTorch's private modules under the checks' watch of the student's calls).
+FRESH_KERNELS = """
+import json, sys
+from multiprocessing import get_context
+from classroom.notebook import SourceNotebook
+
+def grade(assignment):
+    return "torch._dynamo" in sys.modules, SourceNotebook(assignment).grade_all()
+
+with get_context("fork").Pool(1, maxtasksperchild=1) as pool:  # a new child for each
+    graded = dict(zip(sys.argv[1:], pool.map(grade, sys.argv[1:], chunksize=1)))
+print("GRADED " + json.dumps(graded))
+"""
+
+
+@pytest.fixture(scope="module")
+def graded_in_fresh_kernels() -> dict:
+    process = subprocess.run([sys.executable, "-c", FRESH_KERNELS, *ASSIGNMENTS], cwd=REPO, capture_output=True,
+                             text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout.split("GRADED ", 1)[1])
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_reference_solution_gets_full_marks(assignment):
-    """Every autograded test cell (the written answers are graded by hand: tests/test_grading.py
-    and tests/test_manual_grading.py hold their points as pending, never lost)."""
+def test_reference_solution_gets_full_marks(assignment, graded_in_fresh_kernels):
+    """Every autograded test cell, in a fresh kernel (the written answers are graded by hand:
+    tests/test_grading.py and tests/test_manual_grading.py hold their points as pending, never lost)."""
     nb = notebook(assignment)
-    graded = nb.grade_all()
+    dynamo_imported_before, graded = graded_in_fresh_kernels[assignment]
+    assert not dynamo_imported_before, "not a fresh kernel: the imports of its parent took torch._dynamo"
     assert set(graded) == set(nb.tests) and not set(graded) & set(nb.written)
     for gid, (points, message) in graded.items():
         assert points == nb.points(gid), (gid, message)
