@@ -23,20 +23,21 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 
 def pytest_collection_modifyitems(items):
     """Whole files in the order collected, except: the first file that judges the graded classes
-    runs first, as it grades them (the session's longest chain of work), and the others that
-    judge them after every other file, when the classes are graded; last of all, the files that
-    test the books and the distribution, so that their slow preparations (started as the session
-    begins) run beside the rest. Whole files, for `make test` hands each file to one test
-    process (xdist's --dist loadfile)."""
+    runs first, as it grades them (the session's longest chain of work), and the files that
+    mostly wait (marked ``waits``) next, beside that grading, which keeps the cores busy while
+    they wait; the others that judge the classes after every other file, when the classes are
+    graded; last of all, the files that test the books and the distribution, so that their slow
+    preparations (started as the session begins) run beside the rest. Whole files, for `make
+    test` hands each file to one test process (xdist's --dist loadfile)."""
     judging = list(dict.fromkeys(item.path for item in items if asks_for(item)))
     prepared = {item.path for item in items if head_start.needs_preparation(item)}
 
     def place(item: pytest.Item) -> int:
         if item.path in prepared:
-            return 3
+            return 4
         if item.path in judging:
-            return 0 if item.path == judging[0] else 2
-        return 1
+            return 0 if item.path == judging[0] else 3
+        return 1 if item.get_closest_marker("waits") else 2
 
     items.sort(key=place)
 

@@ -18,7 +18,8 @@ import pytest
 
 from classroom import REPO, Results, grade, make_submission, reference_code, tree_digest
 
-pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
+              pytest.mark.waits]  # for the time limits (students who sleep, loop): 54 core-seconds in 80 s alone
 
 ASSIGNMENT = "03-qkv"
 SDPA = "scaled_dot_product_attention"

@@ -20,7 +20,8 @@ from autograder.engine.runner import MAX_ADDED_CELLS
 from classroom import secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 
-pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
+              pytest.mark.waits]  # for the time limits, with one worker: 30 core-seconds in 80 s alone
 
 PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
 NOTEBOOK_TIMEOUT = 30
