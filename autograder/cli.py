@@ -157,6 +157,7 @@ def _grade(args) -> int:
         raise SubmissionsError("the --cache folder must not be inside SUBMISSIONS, which is never modified")
     if args.roster:  # read now: a roster that cannot be read stops the run before any work
         read_roster(args.roster)
+    _kernels_can_start()
     assignments = find_assignments(args.source)
     notebooks = {a: sorted(p.stem for p in (args.source / a).glob("*.ipynb")) for a in assignments}
 
@@ -261,6 +262,15 @@ def _layout_hints(root: Path, assignments: list[str], notebooks: dict) -> list[s
     hints = [f"this looks like a {download.capitalize()} download: run `python -m autograder collect {root} --lms "
              f"{download} --assignment ASSIGNMENT --out SUBMISSIONS` first, then grade SUBMISSIONS"] if download else []
     return hints + diagnose(root, assignments, notebooks)
+
+
+def _kernels_can_start() -> None:
+    """Stop before any work where no kernel could start (each would fail on its own)."""
+    from autograder.sandbox.bwrap import socket_path_problem
+
+    problem = socket_path_problem()
+    if problem:
+        raise InputError(problem)
 
 
 def _local_workers(args, groups: int) -> int:
@@ -587,6 +597,7 @@ def _serve(args) -> int:
     from .service.policies import Policies, PolicyError
     from .service.storage import Storage
 
+    _kernels_can_start()
     storage = Storage(args.data)
     database = _service_database(args)
     options = grading_options(args)

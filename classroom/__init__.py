@@ -148,9 +148,10 @@ def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
     return entries
 
 
-def grade(submissions: Path, out: Path, *extra: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the real command line, as an instructor would."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+def grade(submissions: Path, out: Path, *extra: str, cwd: Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real command line, as an instructor would (``env``: variables to set)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env or {}))
     return subprocess.run([sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
                            "--quiet", *extra], cwd=cwd or REPO, env=env, capture_output=True, text=True,
                           timeout=1800)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import math
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -14,7 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from classroom import REPO, Results, grade, load_corpus, notebook_name, reference_code, secret_lines, tree_digest
+from autograder.sandbox.bwrap import socket_path_problem
+from autograder.sandbox.kernels import PrivateIPCKernelManager
+from classroom import (REPO, Results, grade, load_corpus, make_submission, notebook_name, reference_code, secret_lines,
+                       tree_digest)
 from graded_classes import ASSIGNMENTS
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -227,6 +232,47 @@ def test_grading_cannot_run_exits_nonzero(tmp_path):
     process = grade(tmp_path / "class", tmp_path / "class" / "out")
     assert process.returncode == 2 and "never modified" in process.stderr
     assert not (tmp_path / "class" / "out").exists()
+
+
+def _temp_folder_of_longest_sockets(extra: int = 0) -> Path:
+    """A folder in which a kernel's deepest socket path has exactly 107 bytes (+ ``extra``)."""
+    base = Path(tempfile.mkdtemp(prefix="sockets-"))  # short: the test's own folder may be too long
+    for length in range(1, 108):
+        if socket_path_problem(str(base / ("d" * length))):  # the first that is too long
+            folder = base / ("d" * (length - 1 + extra))
+            folder.mkdir()
+            return folder
+    raise AssertionError("no temp folder was too long")
+
+
+def test_the_longest_socket_path_allowed_is_the_systems():
+    """socket_path_problem's deepest path (a warm kernel's last socket) is bound as a Unix socket
+    at its limit, and not one byte past it."""
+    temp = _temp_folder_of_longest_sockets()
+    try:
+        deepest = temp / "autograder-sandbox-xxxxxxxx" / "kernel-xxxxxxxx" / "ipc"
+        deepest.mkdir(parents=True)
+        with socket.socket(socket.AF_UNIX) as unix:
+            unix.bind(str(deepest / "socket-5"))
+        with socket.socket(socket.AF_UNIX) as unix, pytest.raises(OSError):
+            unix.bind(str(deepest / "socket-55"))
+        with pytest.raises(OSError, match="Set TMPDIR to a shorter folder"):
+            PrivateIPCKernelManager()._use_private_ipc(deepest / "longer")
+    finally:
+        shutil.rmtree(temp.parent)
+
+
+def test_a_temp_folder_too_long_for_the_sockets_stops_grading_at_once(tmp_path):
+    """Before, every notebook failed on its own, each with "File name too long"."""
+    make_submission(tmp_path / "class", "ada", "03-qkv")
+    temp = _temp_folder_of_longest_sockets(extra=1)
+    try:
+        process = grade(tmp_path / "class", tmp_path / "out", env={"TMPDIR": str(temp)})
+    finally:
+        shutil.rmtree(temp.parent)
+    assert process.returncode == 2, process.stderr
+    assert f"the temp folder {temp} is too long for the kernels' sockets" in process.stderr
+    assert "Set TMPDIR to a shorter folder" in process.stderr and not (tmp_path / "out").exists()
 
 
 def test_release_notebooks_are_up_to_date():

@@ -80,6 +80,33 @@ def give_to(path: Path, uid: int | None) -> None:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
+# The folders of a warm sandbox's kernel in the temp folder (TMPDIR), each made by tempfile.mkdtemp
+# (the prefix and 8 random characters): the sandbox's scratch, the kernel's folder in it, and its
+# sockets' folder, where jupyter_client names them socket-1 to socket-5. A Unix socket's path has
+# at most 107 bytes (sockaddr_un.sun_path's 108, with the closing NUL).
+SANDBOX_SCRATCH_PREFIX, KERNEL_FOLDER_PREFIX, SOCKETS_FOLDER, SOCKET_NAME = "autograder-sandbox-", "kernel-", "ipc", "socket"
+SOCKET_PATH_BYTES = 107
+
+
+def socket_path_problem(temp: str | None = None) -> str | None:
+    """Why no kernel can start in the temp folder (TMPDIR, by default), or None: the deepest
+    sockets' folder a kernel gets there is too long, and every kernel would fail to start with
+    "File name too long"."""
+    temp = temp or tempfile.gettempdir()
+    random = "x" * 8
+    deepest = Path(temp, f"{SANDBOX_SCRATCH_PREFIX}{random}", f"{KERNEL_FOLDER_PREFIX}{random}", SOCKETS_FOLDER)
+    return sockets_folder_problem(deepest, f"the temp folder {temp}")
+
+
+def sockets_folder_problem(folder: Path, name: str | None = None) -> str | None:
+    """Why a kernel's sockets cannot be in ``folder`` (called ``name``), or None."""
+    length = len(os.fsencode(folder / f"{SOCKET_NAME}-5"))
+    if length <= SOCKET_PATH_BYTES:
+        return None
+    return (f"{name or folder} is too long for the kernels' sockets: their paths there have up to {length} "
+            f"bytes, and a Unix socket's at most {SOCKET_PATH_BYTES}. Set TMPDIR to a shorter folder (such as /tmp)")
+
+
 def make_scratch(prefix: str, parent: Path | None = None) -> Path:
     """A new folder a sandbox may write to, in ``parent`` (default: the system's temp folder).
 

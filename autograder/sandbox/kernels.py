@@ -35,8 +35,9 @@ from attention_checks.record import MIME
 
 from autograder.cells import holds_hidden_tests, is_test_cell
 from autograder.results import OBSERVED, OUTPUT_CUT, executor_error
-from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_LAUNCHER, PROCESSES, give_to, make_scratch, remove_scratch,
-                                      sandbox_command, sandbox_limits, sandbox_uid)
+from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_FOLDER_PREFIX, KERNEL_LAUNCHER, PROCESSES, SOCKET_NAME,
+                                      SOCKETS_FOLDER, give_to, make_scratch, remove_scratch, sandbox_command,
+                                      sandbox_limits, sandbox_uid, sockets_folder_problem)
 from autograder.sandbox.cgroups import MemoryGroup
 from autograder.sandbox.forkserver import remove
 from autograder.sandbox.server import ForkedKernel, ForkServerError, fork_server
@@ -77,8 +78,12 @@ class PrivateIPCKernelManager(AsyncKernelManager):
     use", the kernel never answers). The grader's kernels never race for a port."""
 
     def _use_private_ipc(self, folder: Path) -> None:
+        # in the system temp folder, not the course's: a socket's path is short
+        problem = sockets_folder_problem(folder)
+        if problem:
+            raise OSError(problem)
         self.transport = "ipc"
-        self.ip = str(folder / "socket")  # paths under 108 bytes: the system temp folder, not the course's
+        self.ip = str(folder / SOCKET_NAME)
         self.connection_file = str(folder / "connection.json")
 
     async def _async_pre_start_kernel(self, **kw):
@@ -119,12 +124,12 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
                 self._server = None
         self._uid = self._server.uid if self._server else sandbox_uid()
         # a forked kernel's folder is in its server's scratch; a cold kernel's is a scratch of its own
-        self._sandbox_dir = Path(tempfile.mkdtemp(prefix="kernel-", dir=root)) if self._server else make_scratch(
-            "kernel-", root)
+        self._sandbox_dir = Path(tempfile.mkdtemp(prefix=KERNEL_FOLDER_PREFIX, dir=root)) if self._server \
+            else make_scratch(KERNEL_FOLDER_PREFIX, root)
         # the memory group this kernel's processes are counted in, and its OOM kills before it started
         self._memory = (self._server.memory_group, self._server.memory_group.oom_kills()) \
             if self._server and self._server.memory_group else None
-        ipc_dir = self._sandbox_dir / "ipc"
+        ipc_dir = self._sandbox_dir / SOCKETS_FOLDER
         ipc_dir.mkdir()
         self._use_private_ipc(ipc_dir)  # TCP cannot cross into the sandbox's network namespace
         # Signals cannot reach the kernel through bwrap: interrupt it with a message.
@@ -153,7 +158,7 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
         # rather than into the grader's terminal.
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
-        command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / "ipc"], chdir=workdir,
+        command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / SOCKETS_FOLDER], chdir=workdir,
                                   read_only=[KERNEL_LAUNCHER], uid=self._uid, **self._limits())
         group = MemoryGroup.create(self.memory_limit)
         if group:

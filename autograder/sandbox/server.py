@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.sandbox.bwrap import (FORKSERVER, give_to, make_scratch, remove_scratch, sandbox_command,
-                                      sandbox_uid)
+from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, give_to, make_scratch, remove_scratch,
+                                      sandbox_command, sandbox_uid)
 from autograder.sandbox.cgroups import MemoryGroup
 
 
@@ -45,10 +45,10 @@ class ForkServer:
         """Start the sandbox and its Python, without waiting for it to be ready (``prepare``
         waits): its imports then run while the grader does other work."""
         # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
-        # whose paths must stay under 108 bytes.
+        # whose paths must stay short (bwrap.socket_path_problem).
         self.scratch, self.memory_group = None, None
         try:
-            self.scratch = make_scratch("autograder-sandbox-")
+            self.scratch = make_scratch(SANDBOX_SCRATCH_PREFIX)
             self.uid = sandbox_uid()
             give_to(self.scratch, self.uid)
             self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
