@@ -1,6 +1,7 @@
 """The worker pool: a worker process that dies costs only the groups it was grading then."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import signal
@@ -19,6 +20,8 @@ from autograder.engine.runner import grade_all
 from autograder.grading.course import Course
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
+from autograder.sandbox.bwrap import (SANDBOX_SCRATCH_PREFIX, _real_root, make_scratch, remove_orphaned_scratch,
+                                      remove_scratch)
 from autograder.submissions import discover
 from classroom import REPO, make_submission, reference_code
 
@@ -129,6 +132,31 @@ def test_workers_remove_their_sandboxes_as_they_stop(tmp_path):
     grades = (tmp_path / "results" / "grades.csv").read_text()
     assert grades.count(",ok,") == 2, grades
     assert left == [] and mounted == [], (left, mounted)
+
+
+def test_what_a_killed_grader_left_is_removed_by_the_next_to_start(tmp_path):
+    """A worker killed on the way (SIGKILL, the machine's OOM killer) runs nothing: its scratch
+    folder (a RAM disk where root grades) stays. The next sandbox to start in the same temp
+    folder removes it, and leaves a living grader's alone."""
+    def killed_grader():
+        make_scratch(SANDBOX_SCRATCH_PREFIX, tmp_path)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    child = multiprocessing.get_context("fork").Process(target=killed_grader)
+    child.start()
+    child.join()
+    assert child.exitcode == -signal.SIGKILL
+    living = make_scratch(SANDBOX_SCRATCH_PREFIX, tmp_path)
+    try:
+        (orphan,) = [folder for folder in tmp_path.iterdir() if folder.is_dir() and folder != living]
+        assert os.path.ismount(orphan) == _real_root()
+        assert remove_orphaned_scratch(tmp_path) == 1
+        assert sorted(tmp_path.iterdir()) == [living, Path(f"{living}.lock")]
+        assert _mounted_under(tmp_path) == ([str(living)] if _real_root() else [])
+        assert remove_orphaned_scratch(tmp_path) == 0
+    finally:
+        remove_scratch(living)
+    assert list(tmp_path.iterdir()) == [] and _mounted_under(tmp_path) == []
 
 
 def test_the_cli_leaves_pytorch_to_its_workers(tmp_path):

@@ -6,6 +6,7 @@ Light on purpose (no PyTorch, no nbgrader, no Jupyter): the command line starts 
 fork server (``server.py``) before it loads them itself."""
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import shutil
@@ -114,14 +115,16 @@ def make_scratch(prefix: str, parent: Path | None = None) -> Path:
     machine's disk through it (a write past the size fails, as on a full disk; its pages count
     against the sandbox's memory group too), and so that it goes at once with everything in it,
     whatever modes a kernel gave its folders. Elsewhere it is a plain folder, each file
-    limited in size (--fsize) but not the folder."""
+    limited in size (--fsize) but not the folder. This process holds its lock until
+    ``remove_scratch`` or its end (remove_orphaned_scratch)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    _hold_lock(folder)
     if _real_root():
         try:
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0700", "autograder-scratch",
                             str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:  # mount could not even start (no process to be had): no folder either
-            folder.rmdir()
+            remove_scratch(folder)
             raise
     return folder
 
@@ -133,6 +136,49 @@ def remove_scratch(folder: Path) -> None:
         subprocess.run(["umount", "--lazy", str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
     remove(str(folder))  # whatever modes a kernel gave the folders in it
+    lock = _held_locks.pop(str(folder), None)
+    if lock is not None:
+        Path(f"{folder}.lock").unlink(missing_ok=True)
+        os.close(lock)
+
+
+# Scratch folder -> the descriptor of its lock (FOLDER.lock, beside it, out of the sandbox's sight),
+# held by the process that made the folder: the system lets go of it when that process ends,
+# however it ends. A pool's worker ends with os._exit, and a killed one runs nothing at all.
+_held_locks: dict[str, int] = {}
+
+
+def _hold_lock(folder: Path) -> None:
+    # taken before the lock file gets its name: no one ever finds it and can take it
+    pending = f"{folder}.lock-pending"
+    lock = os.open(pending, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    os.rename(pending, f"{folder}.lock")
+    _held_locks[str(folder)] = lock
+
+
+def remove_orphaned_scratch(parent: Path | None = None) -> int:
+    """Remove the sandboxes' scratch folders in ``parent`` (default: the system's temp folder)
+    whose makers ended without removing them (killed, or a pool worker gone), and their RAM
+    disks: those whose lock anyone can take. Returns how many."""
+    removed = 0
+    for lock_file in Path(parent or tempfile.gettempdir()).glob(f"{SANDBOX_SCRATCH_PREFIX}*.lock"):
+        try:
+            lock = os.open(lock_file, os.O_RDONLY)
+        except OSError:  # removed meanwhile by its maker, or by another grader starting
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: its maker is alive
+            os.close(lock)
+            continue
+        folder = Path(str(lock_file).removesuffix(".lock"))
+        if folder.is_dir():
+            remove_scratch(folder)
+        lock_file.unlink(missing_ok=True)
+        os.close(lock)
+        removed += 1
+    return removed
 
 
 def _system_view() -> list[str]:

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, give_to, make_scratch, remove_scratch,
-                                      sandbox_command, sandbox_uid)
+from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, give_to, make_scratch,
+                                      remove_orphaned_scratch, remove_scratch, sandbox_command, sandbox_uid)
 from autograder.sandbox.cgroups import MemoryGroup
 
 
@@ -47,6 +47,7 @@ class ForkServer:
         # In the system's temp folder, not the course's: kernels talk over Unix sockets in it,
         # whose paths must stay short (bwrap.socket_path_problem).
         self.scratch, self.memory_group = None, None
+        remove_orphaned_scratch()  # what killed graders left: each a RAM disk where root grades
         try:
             self.scratch = make_scratch(SANDBOX_SCRATCH_PREFIX)
             self.uid = sandbox_uid()
