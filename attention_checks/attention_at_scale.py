@@ -57,6 +57,10 @@ class Footprint(TorchDispatchMode):
     """Records the largest tensor an operation made (its number of elements and shape) and the
     largest reduction (how many elements went into one output element, and the operation)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as probe._OnMeta's: nothing compiles here, and torch._dynamo stays unloaded
+
     def __init__(self):
         super().__init__()
         self.largest, self.largest_shape = 0, ()

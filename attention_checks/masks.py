@@ -174,7 +174,9 @@ def count_nonzero(weights: Any, block: torch.Tensor, shape: torch.Size) -> int |
     compared exactly; None when the weights are not a tensor of the expected shape."""
     if not isinstance(weights, torch.Tensor) or weights.shape != shape:
         return None
-    return int((weights.detach()[block.to(weights.device).expand(shape)] != 0).sum())
+    # a sum over the masked positions, not their selection: the same count, and a meta run
+    # (probe.on_meta) goes on through it, where selecting by a mask stops it
+    return int(((weights.detach() != 0) & block.to(weights.device).expand(shape)).sum())
 
 
 def _attention_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:

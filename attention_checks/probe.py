@@ -15,6 +15,7 @@ device bug (any other failure, such as boolean indexing on a meta tensor, means 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -157,6 +158,12 @@ class _OnMeta(TorchDispatchMode):
     And, once the devices are checked, shapes a functional operator's outputs by its CPU kernel on
     stand-ins (``_on_stand_ins``) rather than by its meta kernel, many of which are slow Python."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch wraps a mode's __torch_dispatch__ to keep torch.compile out of it, importing
+        # torch._dynamo (a second) at the first operator; nothing compiles here
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func is torch.ops.aten._local_scalar_dense.default:
             tensor = args[0]
@@ -167,6 +174,10 @@ class _OnMeta(TorchDispatchMode):
                 and isinstance(args[1], torch.Tensor) and args[1].device == META:
             # results written into a tensor made on the CPU: on a GPU they would stay there
             raise RuntimeError(mixing_error("when copying into a tensor", str(args[0].device)))
+        if func.overloadpacket is torch.ops.aten.arange and (kwargs or {}).get("device") == META:
+            made = _arange_on_the_cpu(func, args, kwargs)
+            if made is not None:
+                return made
         if func not in _CROSS_DEVICE:
             tensors = _tensors_of((*args, *(kwargs or {}).values()))
             stray = next((t for t in tensors if t.device != META and t.dim() > 0), None)
@@ -178,6 +189,22 @@ class _OnMeta(TorchDispatchMode):
                 except Exception:  # noqa: BLE001 - the meta kernel decides, as it did before
                     pass
         return func(*args, **(kwargs or {}))
+
+
+def _arange_on_the_cpu(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """torch.arange's output on meta, made by its CPU kernel, or None where the meta kernel is to
+    decide (an argument that is not a number, a length past _LARGEST_STAND_IN, an error). Its meta
+    kernel is a Python decomposition through PyTorch's references, whose first call imports
+    torch._dynamo: a second of a kernel's time for positions made on the inputs' device."""
+    if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        return None
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    if step == 0 or math.ceil((end - start) / step) > _LARGEST_STAND_IN:
+        return None
+    try:
+        return _as_meta(func(*args, **{**kwargs, "device": torch.device("cpu")}))
+    except Exception:  # noqa: BLE001 - the meta kernel raises its own error
+        return None
 
 
 def _stray_result(value: Any) -> str | None:

@@ -579,6 +579,24 @@ def test_the_meta_run_takes_shapes_from_stand_ins_and_stays_on_meta():
         assert torch.empty(1 << 40, device="meta").add(1).shape == (1 << 40,)
 
 
+def test_positions_made_on_the_inputs_device_are_shaped_on_the_cpu():
+    """torch.arange(..., device=x.device) in the meta run: its meta kernel is a Python
+    decomposition that loads torch._dynamo; made on the CPU, it is the same meta tensor. One made
+    on the CPU still meets the inputs there, a device bug; a length too large, or a step of the
+    wrong sign, is left to the meta kernel."""
+    forms = [((7,), {}), ((1, 7, 2), {}), ((0.0, 1.0, 0.25), {}), ((3,), {"dtype": torch.float16}), ((5, -5, -3), {})]
+    by_kernel = [torch.arange(*args, device="meta", **kwargs) for args, kwargs in forms]
+    with _OnMeta():
+        on_the_cpu = [torch.arange(*args, device="meta", **kwargs) for args, kwargs in forms]
+        assert torch.arange(1 << 40, device="meta").shape == (1 << 40,)
+        with pytest.raises(RuntimeError, match="inconsistent with step sign"):
+            torch.arange(5, 0, 1, device="meta")
+        with pytest.raises(RuntimeError, match="meta and cpu"):
+            torch.empty(2, 5, device="meta") + torch.arange(5.0)
+    assert [(t.shape, t.stride(), t.dtype, t.device.type) for t in on_the_cpu] == \
+        [(t.shape, t.stride(), t.dtype, t.device.type) for t in by_kernel]
+
+
 def test_the_meta_run_leaves_the_random_generator_and_device_arguments_as_they_are():
     """Operators that draw random numbers run on meta as before (on CPU stand-ins they would move
     the generator the student's later cells read), and so do those told a device: a tensor asked

@@ -18,6 +18,7 @@ import torch
 
 from attention_checks import registry
 from attention_checks.answers.judging import answer_for, judged
+from attention_checks.record import RECORD_VARIABLE
 from autograder.layout import find_assignments
 from classroom import REPO, secret_lines, written_answers
 from classroom.notebook import SourceNotebook, _nbgrader, load_corpus
@@ -152,16 +153,18 @@ def test_visible_text_shows_no_solution_or_hidden_line(assignment):
 
 
 # Each assignment's reference solution through its test cells in a Python of its own, forked
-# from one that has imported only what a student's fresh kernel has (PyTorch, the checks): this
-# test process has long imported what the checks' first runs import lazily (torch._dynamo, whose
-# import runs PyTorch's private modules under the checks' watch of the student's calls).
+# from one that has imported only what a fresh kernel has (PyTorch, the checks): this test
+# process has long imported what the checks' first runs could import lazily (torch._dynamo,
+# whose import runs PyTorch's private modules under the checks' watch of the student's calls).
 FRESH_KERNELS = """
 import json, sys
 from multiprocessing import get_context
 from classroom.notebook import SourceNotebook
 
 def grade(assignment):
-    return "torch._dynamo" in sys.modules, SourceNotebook(assignment).grade_all()
+    before = "torch._dynamo" in sys.modules
+    graded = SourceNotebook(assignment).grade_all()
+    return before, graded, "torch._dynamo" in sys.modules
 
 with get_context("fork").Pool(1, maxtasksperchild=1) as pool:  # a new child for each
     graded = dict(zip(sys.argv[1:], pool.map(grade, sys.argv[1:], chunksize=1)))
@@ -169,12 +172,29 @@ print("GRADED " + json.dumps(graded))
 """
 
 
-@pytest.fixture(scope="module")
-def graded_in_fresh_kernels() -> dict:
+def in_fresh_kernels(recording: bool) -> dict[str, tuple[bool, dict, bool]]:
+    """assignment -> (torch._dynamo imported before, its test cells' points and messages, after),
+    in a student's kernel (the checks judge) or a grading kernel's (they record)."""
+    env = {k: v for k, v in os.environ.items() if k != RECORD_VARIABLE}
     process = subprocess.run([sys.executable, "-c", FRESH_KERNELS, *ASSIGNMENTS], cwd=REPO, capture_output=True,
-                             text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                             text=True, timeout=600, env=dict(env, PYTHONPATH=str(REPO),
+                                                              **({RECORD_VARIABLE: "1"} if recording else {})))
     assert process.returncode == 0, process.stderr[-3000:]
     return json.loads(process.stdout.split("GRADED ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def graded_in_fresh_kernels() -> dict:
+    return in_fresh_kernels(recording=False)
+
+
+@pytest.mark.slow
+def test_grading_kernels_never_load_torch_dynamo():
+    """The fork server leaves torch._dynamo out of what it preloads (0.8 s of every sandbox's
+    start): a check that loads it makes every kernel load it (PyTorch wraps a dispatch mode's
+    __torch_dispatch__ for torch.compile, and runs meta kernels written in Python through it)."""
+    for assignment, (before, _, after) in in_fresh_kernels(recording=True).items():
+        assert not before and not after, f"{assignment}: its checks' runs load torch._dynamo"
 
 
 @pytest.mark.slow
@@ -183,7 +203,7 @@ def test_reference_solution_gets_full_marks(assignment, graded_in_fresh_kernels)
     """Every autograded test cell, in a fresh kernel (the written answers are graded by hand:
     tests/test_grading.py and tests/test_manual_grading.py hold their points as pending, never lost)."""
     nb = notebook(assignment)
-    dynamo_imported_before, graded = graded_in_fresh_kernels[assignment]
+    dynamo_imported_before, graded, _ = graded_in_fresh_kernels[assignment]
     assert not dynamo_imported_before, "not a fresh kernel: the imports of its parent took torch._dynamo"
     assert set(graded) == set(nb.tests) and not set(graded) & set(nb.written)
     for gid, (points, message) in graded.items():
