@@ -114,6 +114,9 @@ def _grading_arguments(parser: argparse.ArgumentParser, jobs_help: str) -> None:
                          help="grade on the workers of the Dask scheduler at ADDRESS (tcp://HOST:8786)")
     cluster.add_argument("--scheduler-file", type=Path, metavar="FILE",
                          help="grade on the workers of the Dask scheduler that FILE names (dask scheduler --scheduler-file)")
+    parser.add_argument("--scheduler-timeout", type=float, default=30, metavar="SECONDS",
+                        help="with a scheduler: how long to wait for it and a first worker, and for it to come back "
+                             "once lost, before stopping with exit status 2 (default: %(default)s)")
 
 
 def grading_options(args: argparse.Namespace) -> GradingOptions:
@@ -311,7 +314,7 @@ def _engine(args):
 
     if args.scheduler or args.scheduler_file:
         from autograder.engine import cluster
-        return cluster.engine(args.scheduler, args.scheduler_file)
+        return cluster.engine(args.scheduler, args.scheduler_file, args.scheduler_timeout)
     return lambda groups, course, options: grade_all(groups, course, _local_workers(args, len(groups)), options)
 
 
@@ -610,7 +613,7 @@ def _serve(args) -> int:
     gradebook = _gradebook_recorder(args, course.assignments)  # a gradebook it cannot write: exit 2
     with kernel_environment():  # for the kernels of the grading workers, which start now
         if args.scheduler or args.scheduler_file:
-            engine = DaskEngine(course, options, args.scheduler, args.scheduler_file)
+            engine = DaskEngine(course, options, args.scheduler, args.scheduler_file, args.scheduler_timeout)
         else:
             engine = LocalEngine(course, options, max(1, args.jobs))
         grader = Grader(database, storage, course, engine, gradebook)

@@ -127,9 +127,9 @@ def cluster(tmp_path_factory):
     cluster.stop()
 
 
-def grade_on_cluster(cluster: Cluster, submissions: Path, out: Path, **popen) -> subprocess.Popen:
+def grade_on_cluster(cluster: Cluster, submissions: Path, out: Path, *extra: str, **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "autograder", "grade", str(submissions), "--out", str(out),
-                             "--quiet", "--scheduler", cluster.address], cwd=REPO, stderr=subprocess.PIPE,
+                             "--quiet", "--scheduler", cluster.address, *extra], cwd=REPO, stderr=subprocess.PIPE,
                             text=True, **popen)
 
 
@@ -190,15 +190,18 @@ def test_a_notebook_that_kills_every_worker_is_given_up(cluster, classroom, loca
 
 
 def test_losing_the_scheduler_ends_the_run_and_keeps_the_last_results(cluster, classroom, local, tmp_path):
-    """Last: it kills the scheduler. The run stops with a clear error (exit 2) and RESULTS still
-    holds the previous run's results, untouched."""
+    """Last: it kills the scheduler. The run stops with a clear error (exit 2) once the scheduler
+    has not come back in --scheduler-timeout, and RESULTS still holds the previous run's results,
+    untouched."""
     out = tmp_path / "out"
     shutil.copytree(local, out)
     before = results_digest(out)
-    process = grade_on_cluster(cluster, classroom, out)
+    process = grade_on_cluster(cluster, classroom, out, "--scheduler-timeout", "5")
     cluster.busy_worker()
     os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+    lost = time.monotonic()
     _, stderr = process.communicate(timeout=300)
+    assert time.monotonic() - lost < 30, "it waited the default 30 s, not --scheduler-timeout's 5"
     assert process.returncode == 2, stderr
     assert "autograder: error:" in stderr and "scheduler" in stderr, stderr
     assert "Traceback" not in stderr, stderr

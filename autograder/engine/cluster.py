@@ -49,9 +49,7 @@ except ImportError as err:  # only grading on a cluster needs it
     raise CourseError("grading on a Dask cluster needs Dask's distributed package on this machine and on "
                       "every worker: pip install 'distributed>=2024.1'") from err
 
-# How long to wait for the scheduler (connecting, or reconnecting once lost), and how often the
-# CLI looks whether workers joined that could take more groups.
-CONNECT_TIMEOUT = 30
+# How often the CLI looks whether workers joined that could take more groups.
 POLL_SECONDS = 2
 
 
@@ -129,25 +127,27 @@ class _WithoutTracebacks(logging.Filter):
 _WITHOUT_TRACEBACKS = _WithoutTracebacks()  # one instance: a handler adds it once, however many runs
 
 
-def connect(address: str | None = None, scheduler_file: Path | None = None) -> "distributed.Client":
+def connect(address: str | None, scheduler_file: Path | None, timeout: float) -> "distributed.Client":
     """A client of the scheduler at ``address`` or the one ``scheduler_file`` names, once it has a
-    worker: a scheduler that cannot be reached, or has no workers, is a ConnectionError that says so."""
+    worker: a scheduler that cannot be reached, or has no workers, is a ConnectionError that says so.
+    ``timeout``: seconds to wait for the scheduler, its first worker, and the scheduler again
+    once lost (the client's reconnecting)."""
     where = address or f"the scheduler in {scheduler_file}"
     for handler in logging.getLogger("distributed").handlers:  # the handler Dask's logging config gives it
         handler.addFilter(_WITHOUT_TRACEBACKS)
     try:
         if scheduler_file is not None:
-            client = distributed.Client(scheduler_file=str(scheduler_file), timeout=CONNECT_TIMEOUT)
+            client = distributed.Client(scheduler_file=str(scheduler_file), timeout=timeout)
         else:
-            client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
+            client = distributed.Client(address, timeout=timeout)
     except (OSError, ValueError, asyncio.TimeoutError) as err:
         raise ConnectionError(f"cannot reach the Dask scheduler at {where}: {err}") from err
     try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)  # a cluster that is still starting
+        client.wait_for_workers(1, timeout=timeout)  # a cluster that is still starting
     except TimeoutError as err:
         scheduler = client.scheduler.address
         client.close()
-        raise ConnectionError(f"the Dask scheduler at {scheduler} has no workers after {CONNECT_TIMEOUT} s: "
+        raise ConnectionError(f"the Dask scheduler at {scheduler} has no workers after {timeout:g} s: "
                               f"start some with `dask worker {scheduler} --nthreads 1`") from err
     return client
 
@@ -159,11 +159,11 @@ def course_sources(course: Course, assignments: Sequence[str]) -> dict[str, byte
             if path.is_file()}
 
 
-def engine(address: str | None = None, scheduler_file: Path | None = None):
+def engine(address: str | None, scheduler_file: Path | None, timeout: float):
     """``grade(groups, course, options)``, grading on the cluster of the scheduler at ``address``
     or the one ``scheduler_file`` names. It connects now, so that a scheduler that cannot be
     reached, or has no workers, stops the run before RESULTS is touched."""
-    client = connect(address, scheduler_file)
+    client = connect(address, scheduler_file, timeout)
 
     def grade(groups: Sequence[Sequence[Submission]], course: Course, options: GradingOptions) -> Iterator[Graded]:
         with client:

@@ -115,11 +115,12 @@ class DaskEngine:
     """The workers of a Dask scheduler; each builds the course once (a worker plugin) and then
     grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
 
-    def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None):
+    def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None,
+                 timeout: float):
         from autograder.engine import cluster
 
         self.cluster = cluster
-        self.client = cluster.connect(address, scheduler_file)
+        self.client = cluster.connect(address, scheduler_file, timeout)
         self.plugin = cluster.CourseOnWorker(cluster.course_sources(course, course.assignments), options,
                                              name=f"autograder-service-{uuid.uuid4().hex[:12]}")
         self.client.register_plugin(self.plugin, name=self.plugin.name)
