@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -30,11 +31,11 @@ pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
 LIMITS = sandbox_limits(4 * 1024**3)
 
 
-def run_kernel(work_root, code: str, answer_timeout: float | None = None) -> tuple[str, bool]:
-    """Run ``code`` in a kernel of the sandbox at ``work_root``: its stdout, and whether
-    the kernel was still alive at the end."""
+def run_kernel(work_root, code: str, answer_timeout: float | None = None, **settings) -> tuple[str, bool]:
+    """Run ``code`` in a kernel of the sandbox at ``work_root`` (the kernel manager's ``settings``:
+    other limits, another fork server): its stdout, and whether the kernel was still alive at the end."""
     async def main():
-        km = SandboxedKernelManager(work_root=str(work_root), kernel_name="python3")
+        km = SandboxedKernelManager(work_root=str(work_root), kernel_name="python3", **settings)
         notebook_dir = work_root / "notebook"
         notebook_dir.mkdir(exist_ok=True)
         await km.start_kernel(cwd=str(notebook_dir), extra_arguments=["--HistoryManager.hist_file=:memory:"])
@@ -76,6 +77,22 @@ def test_kernels_start_with_torch_imported_and_patches_stay_in_their_kernel(tmp_
     assert out.strip() == "True"
     out, _ = run_kernel(tmp_path, "import torch; print(torch.matmul is None)")
     assert out.strip() == "False"
+
+
+def test_the_sandbox_reads_the_graders_font_list_instead_of_making_one(tmp_path, monkeypatch):
+    """matplotlib lists the machine's fonts at its first import where its cache is empty, as a
+    sandbox's /tmp is (0.3 s of every sandbox's start): the fork server reads the grader's list."""
+    made = tmp_path / "made"
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=True,
+                   env=dict(os.environ, MPLCONFIGDIR=str(made)))
+    (font_list,) = made.glob("fontlist-v*.json")
+    graders = tmp_path / "graders"
+    graders.mkdir()
+    (graders / font_list.name).write_text(json.dumps({**json.loads(font_list.read_text()), "read_in_the_sandbox": 1}))
+    monkeypatch.setenv("MPLCONFIGDIR", str(graders))
+    out, _ = run_kernel(tmp_path, "import matplotlib.font_manager as fm; print(getattr(fm.fontManager, "
+                                  "'read_in_the_sandbox', 0))", memory_limit=LIMITS["memory_bytes"] - 4096)
+    assert out.strip() == "1"  # another fork server than the other tests' (other limits), started now
 
 
 LEAVE_TRACES = """

@@ -17,6 +17,8 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
                                         folder emptied, ready for the next student (clean:
                                         nothing was left; else the grader starts a new sandbox)
 
+Run as ``forkserver.py SCRATCH [FONT_LIST...]``: SCRATCH is the folder its kernels may write to,
+each FONT_LIST a matplotlib font list of the grader's, copied into its own matplotlib cache.
 Run as ``forkserver.py --kernel ARGV...`` it is a cold kernel instead, isolated the same way.
 
 It must not import anything of the autograder (the sandbox cannot see it), nor start a
@@ -275,9 +277,11 @@ def _remove_sysv_ipc() -> None:
             remove(int(row.split()[1]))
 
 
-def serve(scratch: str) -> None:
+def serve(scratch: str, font_lists: list[str]) -> None:
     _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # not the grader's: its kernels could write there
     _clear_user_keyrings()
+    for font_list in font_lists:  # the grader's matplotlib cache: read, not made again, by the preload
+        shutil.copy(font_list, os.environ.get("MPLCONFIGDIR", "/tmp"))
     preload()
     for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):
         try:
@@ -311,4 +315,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--kernel":
         run_kernel(sys.argv[2:])
     else:
-        serve(sys.argv[1])
+        serve(sys.argv[1], sys.argv[2:])

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, give_to, make_scratch,
-                                      remove_orphaned_scratch, remove_scratch, sandbox_command, sandbox_uid)
+                                      matplotlib_font_lists, remove_orphaned_scratch, remove_scratch, sandbox_command,
+                                      sandbox_uid)
 from autograder.sandbox.cgroups import MemoryGroup
 
 
@@ -53,8 +54,10 @@ class ForkServer:
             self.uid = sandbox_uid()
             give_to(self.scratch, self.uid)
             self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
-            command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch)], writable=[self.scratch],
-                                      chdir=self.scratch, read_only=[FORKSERVER], uid=self.uid, **self.limits)
+            fonts = matplotlib_font_lists()  # read-only: the server copies them into its /tmp
+            command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch), *map(str, fonts)],
+                                      writable=[self.scratch], chdir=self.scratch, read_only=[FORKSERVER, *fonts],
+                                      uid=self.uid, **self.limits)
             if self.memory_group:
                 command = self.memory_group.wrap(command)
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
