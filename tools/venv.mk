@@ -19,10 +19,14 @@ system-packages:
 $(VENV)/.installed: requirements.txt pyproject.toml | system-packages
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
-	# PyTorch by pip, which reads this machine's pip configuration (where it may keep a build to use)
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	# The rest by uv, which fetches and installs in parallel (12 s against pip's 31 s on 2 cores),
-	# keeping the PyTorch installed; compiled, as pip would, for the graders run without writing bytecode
+	# PyTorch found by pip, which reads this machine's pip configuration (where it may keep a build
+	# to use), installed by uv, which unpacks and compiles in parallel; then the rest by uv (12 s
+	# against pip's 31 s on 2 cores), keeping that PyTorch. Compiled, as pip would: the graders run
+	# without writing bytecode.
+	rm -rf $(VENV)/torch-wheel
+	$(BIN)/python -m pip download --quiet --no-deps --dest $(VENV)/torch-wheel "$(TORCH)"
+	$(UV_PIP) --compile-bytecode $(VENV)/torch-wheel/*.whl
+	rm -rf $(VENV)/torch-wheel
 	$(UV_PIP) --compile-bytecode -r requirements.txt
 	# `python -m autograder` (in the repository) and the check helpers, for Jupyter started anywhere
 	$(UV_PIP) --no-deps --editable .
