@@ -111,7 +111,8 @@ def sockets_folder_problem(folder: Path, name: str | None = None) -> str | None:
 def matplotlib_font_lists() -> list[Path]:
     """The font lists matplotlib keeps in this user's cache (fontlist-v<N>.json, one per version
     of it): a sandbox's Python, whose /tmp (its MPLCONFIGDIR) starts empty, would otherwise list
-    the fonts again at every start (0.3 s)."""
+    the fonts again at every start (0.3 s). The folder is matplotlib.get_cachedir()'s on Linux,
+    found without importing matplotlib, which this light module leaves to the sandbox."""
     cache = os.environ.get("MPLCONFIGDIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "matplotlib")
     return sorted(Path(cache).glob("fontlist-v*.json"))
@@ -181,11 +182,10 @@ def remove_orphaned_scratch(parent: Path | None = None) -> int:
         except OSError:  # held: its maker is alive
             os.close(lock)
             continue
-        folder = Path(str(lock_file).removesuffix(".lock"))
-        if folder.is_dir():
-            remove_scratch(folder)
-        lock_file.unlink(missing_ok=True)
-        os.close(lock)
+        # the lock is this process's now: the folder goes as if this process had made it
+        folder = str(lock_file).removesuffix(".lock")
+        _held_locks[folder] = lock
+        remove_scratch(Path(folder))
         removed += 1
     return removed
 
