@@ -1,5 +1,6 @@
 """Benchmark: grade a synthetic class on a local Dask cluster of 1, then N workers (real
-`dask scheduler` and `dask worker --nworkers N --nthreads 1` processes) with
+`dask scheduler` and `dask worker --nworkers N --nthreads 1 --preload autograder.engine.cluster`
+processes, as the README starts them) with
 `python -m autograder grade --scheduler`; print the throughput, the throughput per worker and
 the scaling efficiency from 1 to N workers, and the local process pool (`--jobs N`) beside it.
 
@@ -8,7 +9,7 @@ the scaling efficiency from 1 to N workers, and the local process pool (`--jobs 
 
 The class is benchmarks/grade_class.py's (a quarter each of correct, buggy, stub and broken
 notebooks). Each run's wall time includes what a run pays once: the CLI's course, each
-worker's course and warm sandbox (torch imported once per worker); on a small class that is
+worker's copy of it and its warm sandbox (torch imported in each sandbox); on a small class that is
 a large share, so the efficiency printed is a lower bound of the steady state.
 
 What to expect on 16 cores: a worker grades one notebook at a time on one core (its kernels
@@ -49,7 +50,7 @@ class LocalCluster:
         while not self.file.exists():
             time.sleep(0.2)
         self.processes.append(self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", str(workers),
-                                           "--nthreads", "1", "--no-dashboard"]))
+                                           "--nthreads", "1", "--no-dashboard", "--preload", "autograder.engine.cluster"]))
         from distributed import Client
         with Client(scheduler_file=str(self.file), timeout=60) as client:
             client.wait_for_workers(workers, timeout=300)

@@ -69,7 +69,7 @@ class Cluster:
         self.scheduler = self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                       "--scheduler-file", self.file], env, "scheduler")
         self.workers = [self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", "1",
-                                     "--nthreads", "1", "--no-dashboard",
+                                     "--nthreads", "1", "--no-dashboard", "--preload", "autograder.engine.cluster",
                                      "--preload", REPO / "tests" / "cluster_saboteur.py"], env, f"worker-{i}")
                         for i in range(workers)]
         deadline = time.monotonic() + 120
@@ -140,6 +140,48 @@ def test_grading_without_a_scheduler_does_not_import_dask():
             "sys.exit(f'imported {dask}' if dask else 0)")
     process = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert process.returncode == 0, process.stderr
+
+
+def test_a_worker_starts_from_the_clis_generated_course_without_generating(tmp_path, monkeypatch):
+    """The plugin carries the CLI's generated course (source, release, gradebook): a worker
+    makes its course from those bytes, with the same release cells and points, and never runs
+    nbgrader's generate_assignment again (seconds per assignment, in every worker)."""
+    from autograder.engine.cluster import CourseOnWorker, course_files
+    from autograder.grading.course import Course
+    from autograder.layout import SOLUTIONS_DIR
+    from autograder.options import GradingOptions
+
+    options = GradingOptions(SOLUTIONS_DIR, sandbox=False)
+    course = Course(tmp_path / "cli", options, assignments=[ASSIGNMENT])
+    course.generate_all()
+    files = course_files(course, [ASSIGNMENT])
+    assert {name.split("/")[0] for name in files} == {"gradebook.db", "source", "release"}
+
+    def generated_again(*args, **kwargs):
+        raise AssertionError("a worker generated an assignment again")
+    monkeypatch.setattr("nbgrader.apps.api.NbGraderAPI.generate_assignment", generated_again)
+    plugin = CourseOnWorker(files, options, name="test")
+    plugin.tmp = tmp_path / "worker"
+    plugin._build()
+    try:
+        worker = plugin.course
+        assert worker.root != course.root and worker.assignments == [ASSIGNMENT]
+        for notebook in course.notebooks(ASSIGNMENT):
+            assert worker.release_cells(ASSIGNMENT, notebook) == course.release_cells(ASSIGNMENT, notebook)
+            assert worker.max_score(ASSIGNMENT, notebook) == course.max_score(ASSIGNMENT, notebook) > 0
+    finally:
+        plugin.teardown(worker=None)
+
+
+def test_preloaded_workers_import_the_grader_as_they_start(cluster):
+    """`--preload autograder.engine.cluster` (the README's worker command): before any run, each
+    worker process has nbgrader, PyTorch and the grader's steps, so its first run does not wait
+    for them."""
+    from autograder.grading.steps import WORKER_MODULES
+
+    loaded = cluster.client.run(lambda: sorted(m for m in ("torch", "nbgrader.apps", *WORKER_MODULES) if m in sys.modules))
+    assert len(loaded) == 2
+    assert all(modules == sorted(("torch", "nbgrader.apps", *WORKER_MODULES)) for modules in loaded.values()), loaded
 
 
 def test_cluster_gives_the_local_results_file_for_file(cluster, classroom, local, tmp_path):

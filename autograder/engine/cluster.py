@@ -3,9 +3,10 @@
 Each group (one student's assignment) is one Dask task. Everything travels through the
 scheduler, so workers may be other machines that share no folder with the CLI:
 
-- the source notebooks, as bytes, in a worker plugin (``CourseOnWorker``): each worker
-  process builds its own course from them once, with the CLI's options (sandbox, limits,
-  warm kernels), and grades every group it is given in it, one at a time;
+- the CLI's generated course (source and release notebooks, and the gradebook nbgrader
+  filled), as bytes, in a worker plugin (``CourseOnWorker``): each worker process starts its
+  own course from them once, as a local worker copies the CLI's, with the CLI's options
+  (sandbox, limits, warm kernels), and grades every group it is given in it, one at a time;
 - the submitted notebooks, as bytes, in each task (read here, at most a few groups per
   worker thread ahead, so memory does not grow with the class);
 - the results (``NotebookResult`` and the feedback page), as each task's value, written
@@ -23,6 +24,7 @@ import this module: local grading needs no Dask.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import shutil
@@ -37,8 +39,11 @@ from autograder.engine.process import kernel_environment, prepare_process
 from autograder.engine.runner import Graded, grade_group
 from autograder.errors import CourseError
 from autograder.grading.course import Course, nbgrader_id
+from autograder.grading.steps import WORKER_MODULES
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status
+from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
+from autograder.sandbox.server import launch_fork_server
 from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
 try:
@@ -54,32 +59,36 @@ POLL_SECONDS = 2
 
 
 class CourseOnWorker(WorkerPlugin):
-    """A worker's own course, built once from the source notebooks' bytes (a worker may be
-    another machine). A worker process grades one group at a time (one fork server, one
+    """A worker's own course, made once from the bytes of the CLI's generated course (a worker
+    may be another machine). A worker process grades one group at a time (one fork server, one
     nbgrader course): start workers with ``--nthreads 1`` and as many ``--nworkers`` as cores."""
 
-    def __init__(self, sources: dict[str, bytes], options: GradingOptions, name: str):
-        self.sources, self.options, self.name = sources, options, name
+    def __init__(self, files: dict[str, bytes], options: GradingOptions, name: str):
+        self.files, self.options, self.name = files, options, name
 
     async def setup(self, worker) -> None:
         self.lock, self.failed = threading.Lock(), None
         self.tmp = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
-        try:  # in a thread: generating the assignments takes seconds, the worker's event loop must not wait
+        try:  # in a thread: the worker's event loop must not wait for files and a gradebook
             await asyncio.get_running_loop().run_in_executor(None, self._build)
         except Exception as err:  # the CLI sees it if this worker was there when the run started
             self.failed = f"this worker could not build the course: {type(err).__name__}: {err}"
             raise
 
     def _build(self) -> None:
-        for relative, data in self.sources.items():
-            path = self.tmp / "source" / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
         self.environment = kernel_environment()
         self.environment.__enter__()  # for this worker process's kernels, as long as the plugin lives
         prepare_process()
-        self.course = Course(self.tmp / "course", replace(self.options, source_dir=self.tmp / "source"))
-        self.course.generate_all()
+        if self.options.sandbox and self.options.warm_kernels and bwrap_available():  # else Course says why not
+            # its Python imports PyTorch while this worker writes its course and takes its first group
+            launch_fork_server(sandbox_limits(self.options.memory_limit))
+        generated = self.tmp / "generated"
+        for relative, data in self.files.items():
+            path = generated / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        self.course = Course(self.tmp / "course", replace(self.options, source_dir=generated / "source"),
+                             copy_of=generated)
 
     def teardown(self, worker) -> None:
         from autograder.sandbox.server import stop_fork_servers
@@ -107,6 +116,14 @@ class CourseOnWorker(WorkerPlugin):
                 return grade_group(self.course, subs)
             finally:
                 shutil.rmtree(incoming, ignore_errors=True)
+
+
+def dask_setup(worker) -> None:
+    """``dask worker ... --preload autograder.engine.cluster``: the worker imports what grading
+    needs (this module and nbgrader with it, the grader's steps and PyTorch) as it starts, once,
+    instead of in the first run it takes part in (seconds per worker process)."""
+    for module in WORKER_MODULES:
+        importlib.import_module(module)
 
 
 def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]]) -> Graded:
@@ -152,11 +169,13 @@ def connect(address: str | None, scheduler_file: Path | None, timeout: float) ->
     return client
 
 
-def course_sources(course: Course, assignments: Sequence[str]) -> dict[str, bytes]:
-    """The source notebooks of ``assignments`` (and their files), as the workers receive them."""
-    return {str(path.relative_to(course.root / "source")): path.read_bytes()
-            for assignment in assignments for path in sorted((course.root / "source" / assignment).rglob("*"))
-            if path.is_file()}
+def course_files(course: Course, assignments: Sequence[str]) -> dict[str, bytes]:
+    """The generated course as the workers receive it: the source and release folders of
+    ``assignments`` and the gradebook that ``generate_assignment`` filled, so that no worker
+    generates the assignments again (seconds each)."""
+    folders = [course.root / step / assignment for step in ("source", "release") for assignment in assignments]
+    files = [course.root / "gradebook.db"] + [path for folder in folders for path in sorted(folder.rglob("*"))]
+    return {str(path.relative_to(course.root)): path.read_bytes() for path in files if path.is_file()}
 
 
 def engine(address: str | None, scheduler_file: Path | None, timeout: float):
@@ -175,12 +194,12 @@ def grade_on_cluster(groups: Sequence[Sequence[Submission]], course: Course, cli
                      options: GradingOptions) -> Iterator[Graded]:
     """Grade every group on ``client``'s cluster; results come as they finish (as from ``runner.grade_all``).
 
-    ``course`` is the CLI's generated course: its source notebooks go to the workers (only
+    ``course`` is the CLI's generated course: it goes to the workers (only
     the assignments in ``groups``), and it gives the max scores of notebooks that could not run."""
-    sources = course_sources(course, sorted({group[0].assignment for group in groups}))
+    files = course_files(course, sorted({group[0].assignment for group in groups}))
     # One plugin per run: two runs on one cluster never share (or tear down) each other's courses.
     run = uuid.uuid4().hex[:12]
-    plugin = CourseOnWorker(sources, options, name=f"autograder-course-{run}")
+    plugin = CourseOnWorker(files, options, name=f"autograder-course-{run}")
     try:
         client.register_plugin(plugin, name=plugin.name)
     except Exception as err:  # noqa: BLE001 - raised on a worker (no bwrap there, say), re-raised here

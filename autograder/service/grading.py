@@ -6,8 +6,8 @@ generated or a kernel's Python to start:
 
 - ``LocalEngine``: worker processes on this machine, each with its own copy of the course
   and its warm sandboxed kernels (as ``grade`` without ``--scheduler``);
-- ``DaskEngine``: the workers of a Dask cluster, each of which builds the course once
-  (``cluster.CourseOnWorker``, as ``grade --scheduler``).
+- ``DaskEngine``: the workers of a Dask cluster, each of which makes its course once from
+  the service's (``cluster.CourseOnWorker``, as ``grade --scheduler``).
 
 Both grade one student's notebook with ``runner.grade_group``, so a submission gets what the
 command line gives it: the sandbox, the time and memory limits, a status and a reason.
@@ -112,7 +112,7 @@ class LocalEngine:
 # on a Dask cluster
 
 class DaskEngine:
-    """The workers of a Dask scheduler; each builds the course once (a worker plugin) and then
+    """The workers of a Dask scheduler; each makes its course once (a worker plugin) and then
     grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
 
     def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None,
@@ -121,7 +121,7 @@ class DaskEngine:
 
         self.cluster = cluster
         self.client = cluster.connect(address, scheduler_file, timeout)
-        self.plugin = cluster.CourseOnWorker(cluster.course_sources(course, course.assignments), options,
+        self.plugin = cluster.CourseOnWorker(cluster.course_files(course, course.assignments), options,
                                              name=f"autograder-service-{uuid.uuid4().hex[:12]}")
         self.client.register_plugin(self.plugin, name=self.plugin.name)
         self.slots = max(1, sum(self.client.nthreads().values()))
