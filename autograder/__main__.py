@@ -1,5 +1,4 @@
-import sys
-
 from autograder.cli import main
+from autograder.engine.process import exit_now
 
-sys.exit(main())
+exit_now(main())

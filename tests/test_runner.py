@@ -95,12 +95,10 @@ def test_the_graders_processes_give_pytorch_one_thread(order):
 
 
 WITHOUT_TORCH = """
-import runpy, sys
+import atexit, runpy, sys
 sys.argv = ["autograder", *sys.argv[1:]]
-try:
-    runpy.run_module("autograder", run_name="__main__")
-finally:
-    print("PyTorch loaded:", "torch" in sys.modules)
+atexit.register(lambda: print("PyTorch loaded:", "torch" in sys.modules))  # the CLI leaves without Python's teardown
+runpy.run_module("autograder", run_name="__main__")
 """
 
 
@@ -109,11 +107,13 @@ def _mounted_under(folder: Path) -> list[str]:
         return [line.split()[1] for line in mounts if line.split()[1].startswith(f"{folder}/")]
 
 
-def test_workers_remove_their_sandboxes_as_they_stop(tmp_path):
-    """Each worker of `grade --jobs 2` stops its sandbox and removes its scratch folder (a RAM disk
-    where root grades) as it ends: nothing of them is left in the temp folder, nor mounted. A pool's
-    workers end with os._exit, which skips atexit's handlers: 1,380 RAM disks were left mounted on
-    this project's machine before."""
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_graders_remove_their_sandboxes_as_they_stop(tmp_path, jobs):
+    """Each worker of `grade --jobs 2`, and the CLI grading alone, stops its sandbox and removes its
+    scratch folder (a RAM disk where root grades) as it ends: nothing of them is left in the temp
+    folder, nor mounted. A pool's workers end with os._exit, which skips atexit's handlers: 1,380
+    RAM disks were left mounted on this project's machine before. The CLI leaves with
+    ``process.exit_now``, once its exit handlers have run."""
     for student in ("ada", "alan"):
         make_submission(tmp_path / "class", student, ASSIGNMENT)
     # the grader's own temp folder, as other tests grade beside this one; short, as the kernels'
@@ -121,7 +121,7 @@ def test_workers_remove_their_sandboxes_as_they_stop(tmp_path):
     temp = Path(tempfile.mkdtemp(prefix="runner-"))
     try:
         process = subprocess.run([sys.executable, "-m", "autograder", "grade", str(tmp_path / "class"), "--out",
-                                  str(tmp_path / "results"), "--jobs", "2", "--quiet"], capture_output=True,
+                                  str(tmp_path / "results"), "--jobs", jobs], capture_output=True,
                                  text=True, cwd=REPO, timeout=600, env=dict(os.environ, TMPDIR=str(temp)))
     finally:
         left, mounted = sorted(p.name for p in temp.iterdir()), _mounted_under(temp)
@@ -129,9 +129,29 @@ def test_workers_remove_their_sandboxes_as_they_stop(tmp_path):
             subprocess.run(["umount", "--lazy", mount], check=False)
         shutil.rmtree(temp, ignore_errors=True)
     assert process.returncode == 0, process.stderr
+    assert process.stdout.startswith("graded 2 notebooks (2 ok)"), process.stdout  # written before it left
     grades = (tmp_path / "results" / "grades.csv").read_text()
     assert grades.count(",ok,") == 2, grades
     assert left == [] and mounted == [], (left, mounted)
+
+
+EXITS = """
+import atexit, sys, threading, time
+from autograder.engine.process import exit_now
+atexit.register(lambda: print("exit handler ran"))
+if sys.argv[1] == "with a thread":
+    threading.Thread(target=lambda: (time.sleep(0.5), print("thread finished"))).start()
+print("buffered", end="")
+exit_now(3)
+"""
+
+
+@pytest.mark.parametrize("case", ["alone", "with a thread"])
+def test_exit_now_keeps_the_status_the_output_and_the_exit_handlers(case):
+    process = subprocess.run([sys.executable, "-c", EXITS, case], capture_output=True, text=True, cwd=REPO)
+    assert process.returncode == 3, process.stderr
+    expected = ["bufferedexit handler ran"] if case == "alone" else ["bufferedthread finished", "exit handler ran"]
+    assert process.stdout.splitlines() == expected
 
 
 def test_what_a_killed_grader_left_is_removed_by_the_next_to_start(tmp_path):

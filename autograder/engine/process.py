@@ -2,6 +2,7 @@
 grading workers, the service's workers and a Dask worker's course plugin."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import multiprocessing
@@ -13,7 +14,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 PR_SET_PDEATHSIG = 1
 
@@ -41,6 +42,23 @@ def one_thread() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+def exit_now(status: int) -> NoReturn:
+    """End this process with ``status`` once its exit handlers have run (they stop the sandboxes
+    and remove their scratch folders) and its output is written, without Python's teardown, which
+    frees every module and object one by one: with nbgrader and PyTorch loaded that took 0.7-0.9 s
+    of a one-notebook `grade`'s 4-5 s (issue 32), and leaves nothing behind that the system does
+    not reclaim at once. A thread that is not a daemon still gets Python's usual wait."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(status)
+    atexit._run_exitfuncs()  # what Python runs at exit, each handler once
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that has gone: nothing more can be said to it
+            pass
+    os._exit(status)
 
 
 def _exit_with_grader(grader_pid: int) -> None:
