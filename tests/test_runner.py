@@ -154,6 +154,15 @@ def test_exit_now_keeps_the_status_the_output_and_the_exit_handlers(case):
     assert process.stdout.splitlines() == expected
 
 
+def test_the_cli_under_cprofile_exits_as_usual(tmp_path):
+    """cProfile writes its profile after the program returns: the CLI must not leave before."""
+    process = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(tmp_path / "cli.prof"), "-m", "autograder",
+                              "grade", str(tmp_path / "absent"), "--out", str(tmp_path / "out")],
+                             capture_output=True, text=True, cwd=REPO)
+    assert "does not exist" in process.stderr, process.stderr  # (cProfile's own exit status is 0 after a SystemExit)
+    assert (tmp_path / "cli.prof").stat().st_size > 0
+
+
 def test_what_a_killed_grader_left_is_removed_by_the_next_to_start(tmp_path):
     """A worker killed on the way (SIGKILL, the machine's OOM killer) runs nothing: its scratch
     folder (a RAM disk where root grades) stays. The next sandbox to start in the same temp

@@ -49,8 +49,11 @@ def exit_now(status: int) -> NoReturn:
     and remove their scratch folders) and its output is written, without Python's teardown, which
     frees every module and object one by one: with nbgrader and PyTorch loaded that took 0.7-0.9 s
     of a one-notebook `grade`'s 4-5 s (issue 32), and leaves nothing behind that the system does
-    not reclaim at once. A thread that is not a daemon still gets Python's usual wait."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    not reclaim at once. A thread that is not a daemon still gets Python's usual wait, and a
+    profiler or debugger (``python -m cProfile -m autograder``) Python's usual exit, after which
+    it writes what it saw."""
+    threads = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if any(t.is_alive() for t in threads) or sys.getprofile() or sys.gettrace():
         sys.exit(status)
     atexit._run_exitfuncs()  # what Python runs at exit, each handler once
     for stream in (sys.stdout, sys.stderr):
