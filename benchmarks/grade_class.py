@@ -16,6 +16,11 @@ Two ratios are printed: the class's throughput against plain nbgrader's, and a
 conservative one that charges all of our wall time to the notebooks that have to run
 (broken files cost us almost nothing). Exits 1 if the scores differ.
 
+The time per notebook is also printed in ``import torch`` times (its median wall time in a fresh
+interpreter, measured before and after the grading: the unit of issue 32's targets, which
+follows the machine's speed), with the target for this class where the issue sets one: at most
+0.25 for a class of every assignment, 0.20 for one of 01-06 alone.
+
 With ``--rerun N`` the class is graded with ``--cache`` (an empty cache), then N times
 again, unchanged, with the same cache: it prints the median re-run's time as a fraction of
 the first run's, and exits 1 unless every re-run's results folder is byte-identical.
@@ -39,8 +44,12 @@ import psutil
 from classroom import REPO, Results, load_corpus, make_submission, snapshot_grader, tree_digest
 
 from autograder.layout import find_assignments
+from benchmarks.profile_grading import torch_import_seconds
 
 KINDS = ["correct", "buggy", "stub", "broken"]
+ALL_ASSIGNMENTS = find_assignments(REPO / "solutions")
+# issue 32: `import torch` times per notebook (wall / notebooks) at most, for these classes
+TARGETS = {"every assignment": (ALL_ASSIGNMENTS, 0.25), "01-06 alone": (ALL_ASSIGNMENTS[:6], 0.20)}
 
 
 def build_class(root: Path, students: int, assignments: list[str]) -> dict[tuple[str, str], str]:
@@ -133,7 +142,7 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=40)
     parser.add_argument("--plain", type=int, default=4, help="students graded with plain nbgrader too (0: none)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--assignments", nargs="+", default=find_assignments(REPO / "solutions"),
+    parser.add_argument("--assignments", nargs="+", default=ALL_ASSIGNMENTS,
                         help="the assignments of the class (default: all)")
     parser.add_argument("--rerun", type=int, default=0, metavar="N",
                         help="grade with --cache, then N times again unchanged: a re-run's cost (default: 0)")
@@ -146,7 +155,9 @@ def main() -> None:
         valid = sum(kind != "broken" for kind in kinds.values())
         cache = ["--cache", str(tmp / "cache")] if args.rerun else []
         grader = snapshot_grader(tmp / "grader") if args.rerun else REPO
+        unit = [torch_import_seconds()]
         ours, peak, ours_cpu = grade_ours(tmp / "class", tmp / "results", args.jobs, *cache, grader=grader)
+        unit = statistics.median(unit + [torch_import_seconds()])
         results = Results.read(tmp / "results")
         reruns = [grade_ours(tmp / "class", tmp / f"rerun-{i}", args.jobs, *cache, grader=grader)
                   for i in range(args.rerun)]
@@ -163,6 +174,14 @@ def main() -> None:
           f"{ours / notebooks:6.3f} s per notebook, {ours / valid:6.3f} s per notebook that runs "
           f"(wall / notebooks)   peak memory {peak / 1024**2:,.0f} MiB (PSS of all its processes)"
           + ("   with --cache (empty)" if args.rerun else ""))
+    per_notebook = ours / notebooks / unit
+    print(f"  = {per_notebook:.3f} `import torch` per notebook (`import torch` takes {unit:.2f} s here, "
+          f"the median before and after); CPU {ours_cpu / notebooks:.3f} s per notebook = "
+          f"{ours_cpu / notebooks / unit:.3f} `import torch`")
+    for name, (assignments, target) in TARGETS.items():
+        if sorted(args.assignments) == assignments:
+            print(f"  issue 32's target for a class of {name}: at most {target:.2f} `import torch` per notebook: "
+                  f"{'met' if per_notebook <= target else 'NOT met'}")
     if reruns:
         wall, cpu = statistics.median(r[0] for r in reruns), statistics.median(r[2] for r in reruns)
         print(f"unchanged re-run with --cache (median of {len(reruns)}: "

@@ -307,6 +307,10 @@ class SourceScanner:
                            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
         self._index()
         self._checks_memo: dict[Var, bool] = {}
+        # what uses() and persists() found: every test cell of a notebook asks again for the same
+        # graded names, and the code does not change between them
+        self._uses_memo: dict[tuple[str, tuple[str, ...]], list[Finding]] = {}
+        self._persists_memo: dict[int, bool] = {}
         self.tampering = self._tampering()
 
     def line(self, node: ast.AST) -> str:
@@ -424,6 +428,11 @@ class SourceScanner:
         """Whether a function may keep what it is called with beyond the call: it writes a
         global or an enclosing variable, a class, or a mutable default. If it cannot, what
         other code passes to it (a scratch cell's arguments) never reaches a graded call."""
+        if id(function) not in self._persists_memo:
+            self._persists_memo[id(function)] = self._persists(function)
+        return self._persists_memo[id(function)]
+
+    def _persists(self, function: ast.AST) -> bool:
         own = self.scope_of.get(id(function.body[0] if isinstance(function.body, list) else function.body))
         defaults = set()
         if not isinstance(function, ast.ClassDef):
@@ -461,6 +470,12 @@ class SourceScanner:
         the line that reaches it), and TOUCHES_CHECKS when the code tampers with the checks."""
         if not isinstance(obj, StudentObject):
             return []
+        key = (obj.name, tuple(forbidden))
+        if key not in self._uses_memo:
+            self._uses_memo[key] = self._uses(obj, forbidden)
+        return list(self._uses_memo[key])
+
+    def _uses(self, obj: StudentObject, forbidden: Sequence[str]) -> list[Finding]:
         hits: dict[str, Finding] = {}
         if self.tampering is not None:
             hits[TOUCHES_CHECKS] = self.tampering
