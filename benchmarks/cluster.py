@@ -21,6 +21,15 @@ bandwidth, turbo clocks that drop as more cores work, and the CLI (reading submi
 writing results) and scheduler, which need a little CPU of their own. More workers than
 cores do not help. On a 2-core machine the CLI and the scheduler compete with the two
 workers for the same cores, so 2 workers scale worse than they would on machines of their own.
+
+Without 16 cores, ``--simulate SECONDS`` measures the rest: workers that sleep SECONDS per
+notebook (a real worker's time on one core, about 0.6 s for these classes on this project's
+machine) and answer with results of a real one's size (benchmarks/stand_in_worker.py), so
+16 of them fit on 2 cores; the scheduler, the transfers and the CLI's own work are real:
+
+    .venv/bin/python -m benchmarks.cluster --simulate 0.6 --students 400 --workers 4 16
+
+What it cannot show: a real machine's cores slowing each other (memory bandwidth, clocks).
 """
 from __future__ import annotations
 
@@ -41,24 +50,30 @@ DASK = Path(sys.executable).with_name("dask")
 
 
 class LocalCluster:
-    """A scheduler and ``workers`` worker processes, as an instructor starts them on a machine."""
+    """A scheduler and ``workers`` worker processes, as an instructor starts them on a machine;
+    with ``simulate`` (seconds per notebook), workers that only stand in for grading."""
 
-    def __init__(self, tmp: Path, workers: int):
+    def __init__(self, tmp: Path, workers: int, simulate: float | None = None):
         self.file = tmp / f"scheduler-{workers}.json"
         self.processes = [self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                        "--scheduler-file", self.file])]
         while not self.file.exists():
             time.sleep(0.2)
+        preload = ["--preload", "autograder.engine.cluster"]
+        env = None
+        if simulate is not None:
+            preload += ["--preload", str(Path(__file__).with_name("stand_in_worker.py"))]
+            env = dict(os.environ, AUTOGRADER_BENCH_SECONDS=str(simulate))
         self.processes.append(self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", str(workers),
-                                           "--nthreads", "1", "--no-dashboard", "--preload", "autograder.engine.cluster"]))
+                                           "--nthreads", "1", "--no-dashboard", *preload], env))
         from distributed import Client
         with Client(scheduler_file=str(self.file), timeout=60) as client:
             client.wait_for_workers(workers, timeout=300)
 
     @staticmethod
-    def _start(command) -> subprocess.Popen:
+    def _start(command, env=None) -> subprocess.Popen:
         return subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -79,7 +94,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="cluster sizes, the first is the base")
     parser.add_argument("--assignments", nargs="+", default=["01-self-attention"])
     parser.add_argument("--no-local", dest="local", action="store_false", help="skip the local process pool runs")
+    parser.add_argument("--simulate", type=float, metavar="SECONDS",
+                        help="workers that stand in for grading, SECONDS per notebook (benchmarks/stand_in_worker.py): "
+                             "the scaling of what the cluster adds, with more workers than cores; no local runs")
     args = parser.parse_args()
+    args.local = args.local and args.simulate is None
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         tmp = Path(tmp)
@@ -88,7 +107,7 @@ def main() -> None:
               f"{os.cpu_count()} cores")
         rates = {}
         for n in args.workers:
-            cluster = LocalCluster(tmp, n)
+            cluster = LocalCluster(tmp, n, args.simulate)
             try:
                 wall = timed_grade(tmp / "class", tmp / f"out-{n}", "--scheduler-file", str(cluster.file))
             finally:
@@ -96,7 +115,8 @@ def main() -> None:
             rates[n] = notebooks / wall
             base = args.workers[0]
             efficiency = rates[n] / n / (rates[base] / base)
-            print(f"dask, {n:2d} workers: {wall:7.1f} s  {rates[n]:6.2f} notebooks/s  {rates[n] / n:6.2f} per worker  "
+            print(f"dask{' (simulated)' if args.simulate else ''}, {n:2d} workers: {wall:7.1f} s  {rates[n]:6.2f} "
+                  f"notebooks/s  {rates[n] / n:6.2f} per worker  "
                   f"scaling efficiency from {base}: {efficiency:6.1%}")
             if args.local:
                 wall = timed_grade(tmp / "class", tmp / f"local-{n}", "--jobs", str(n))
