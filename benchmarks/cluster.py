@@ -115,7 +115,7 @@ def main() -> None:
             rates[n] = notebooks / wall
             base = args.workers[0]
             efficiency = rates[n] / n / (rates[base] / base)
-            print(f"dask{' (simulated)' if args.simulate else ''}, {n:2d} workers: {wall:7.1f} s  {rates[n]:6.2f} "
+            print(f"dask{' (simulated)' if args.simulate is not None else ''}, {n:2d} workers: {wall:7.1f} s  {rates[n]:6.2f} "
                   f"notebooks/s  {rates[n] / n:6.2f} per worker  "
                   f"scaling efficiency from {base}: {efficiency:6.1%}")
             if args.local:
