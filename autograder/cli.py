@@ -296,12 +296,9 @@ def _start_grading_early(args, options: GradingOptions, groups: int) -> None:
 
         start_workers_early("autograder.engine.runner", *WORKER_MODULES)
         return
-    if options.sandbox and options.warm_kernels:
-        from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
-        from autograder.sandbox.server import launch_fork_server
+    from autograder.sandbox.server import launch_warm_sandbox
 
-        if bwrap_available():  # else Course says what is missing
-            launch_fork_server(sandbox_limits(options.memory_limit))
+    launch_warm_sandbox(options)
     for module in WORKER_MODULES:  # this process is the worker
         importlib.import_module(module)
 

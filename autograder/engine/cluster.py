@@ -42,8 +42,7 @@ from autograder.grading.course import Course, nbgrader_id
 from autograder.grading.steps import WORKER_MODULES
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status
-from autograder.sandbox.bwrap import bwrap_available, sandbox_limits
-from autograder.sandbox.server import launch_fork_server
+from autograder.sandbox.server import launch_warm_sandbox
 from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
 try:
@@ -79,9 +78,8 @@ class CourseOnWorker(WorkerPlugin):
         self.environment = kernel_environment()
         self.environment.__enter__()  # for this worker process's kernels, as long as the plugin lives
         prepare_process()
-        if self.options.sandbox and self.options.warm_kernels and bwrap_available():  # else Course says why not
-            # its Python imports PyTorch while this worker writes its course and takes its first group
-            launch_fork_server(sandbox_limits(self.options.memory_limit))
+        # its Python imports PyTorch while this worker writes its course and takes its first group
+        launch_warm_sandbox(self.options)
         generated = self.tmp / "generated"
         for relative, data in self.files.items():
             path = generated / relative

@@ -14,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, give_to, make_scratch,
+from autograder.options import GradingOptions
+from autograder.sandbox.bwrap import (FORKSERVER, SANDBOX_SCRATCH_PREFIX, bwrap_available, give_to, make_scratch,
                                       matplotlib_font_lists, remove_orphaned_scratch, remove_scratch, sandbox_command,
-                                      sandbox_uid)
+                                      sandbox_limits, sandbox_uid)
 from autograder.sandbox.cgroups import MemoryGroup
 
 
@@ -198,6 +199,13 @@ def launch_fork_server(limits: dict) -> None:
             server.launch()
         except ForkServerError:
             pass  # the first kernel tries again, and starts cold if it must
+
+
+def launch_warm_sandbox(options: GradingOptions) -> None:
+    """``launch_fork_server`` for grading with ``options``, where they grade in warm sandboxed
+    kernels and bubblewrap is here (else the course says what is missing when it is made)."""
+    if options.sandbox and options.warm_kernels and bwrap_available():
+        launch_fork_server(sandbox_limits(options.memory_limit))
 
 
 def fork_server(limits: dict) -> ForkServer:
