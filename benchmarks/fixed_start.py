@@ -119,8 +119,7 @@ def main() -> int:
         start = one - (five - one) / 4
         print(f"fixed start, {grader_name:<14} {start:4.1f} s = {start / unit:.1f} torch ({one:.1f} s for one notebook, "
               f"{(five - one) / 4:.2f} s a notebook): issue 32's target, at most {FIXED_START_TARGET:.0f} s on a quiet "
-              f"machine: "
-              f"{'met' if start <= FIXED_START_TARGET else 'NOT met'}")
+              f"machine: {'met' if start <= FIXED_START_TARGET else 'NOT met'}")
     return 0
 
 

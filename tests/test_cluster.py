@@ -179,9 +179,10 @@ def test_preloaded_workers_import_the_grader_as_they_start(cluster):
     for them."""
     from autograder.grading.steps import WORKER_MODULES
 
-    loaded = cluster.client.run(lambda: sorted(m for m in ("torch", "nbgrader.apps", *WORKER_MODULES) if m in sys.modules))
+    wanted = sorted(("torch", "nbgrader.apps", *WORKER_MODULES))
+    loaded = cluster.client.run(lambda: [m for m in wanted if m in sys.modules])
     assert len(loaded) == 2
-    assert all(modules == sorted(("torch", "nbgrader.apps", *WORKER_MODULES)) for modules in loaded.values()), loaded
+    assert all(modules == wanted for modules in loaded.values()), loaded
 
 
 def test_cluster_gives_the_local_results_file_for_file(cluster, classroom, local, tmp_path):
