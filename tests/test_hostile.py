@@ -252,8 +252,10 @@ ATTACKS = [
                     exec("".join(cell["source"]))""")),
     # These two turn what they find into points: a leak makes them score above their twin.
     Attack("read_other_students", "reads files", RIGHT + code("""
-        import glob
-        found = glob.glob("/tmp/**/*.ipynb", recursive=True) + glob.glob("../../**/*.ipynb", recursive=True)
+        import glob, os
+        from ipykernel.connect import get_connection_file
+        scratch = os.path.join(os.path.dirname(get_connection_file()), "..", "..")  # the sandbox's, on the host
+        found = glob.glob("/tmp/**/*.ipynb", recursive=True) + glob.glob(f"{scratch}/**/*.ipynb", recursive=True)
         found += glob.glob("/tmp/**/gradebook.db", recursive=True) + glob.glob("/work/**/*.ipynb", recursive=True)
         if found:  # another notebook is readable: as if its answer were taken
             scaled_dot_product_attention = _right""")),

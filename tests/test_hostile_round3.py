@@ -207,6 +207,28 @@ def test_clean_up_removes_what_its_owner_closed():
     assert done.stdout.splitlines() == ["plain rmtree left ['closed', 'keep']", "emptied True 0o1777 []", "removed True"]
 
 
+@pytest.mark.parametrize("left", ["nothing", "a link elsewhere", "a closed folder"])
+def test_the_scratch_folders_link_is_made_again_whatever_a_kernel_left(tmp_path, left):
+    """The scratch folder's path on the host is, in the sandbox, a link to where the sandbox mounts
+    it; where it lies in the sandbox's /tmp and the kernel may remove it (a grader that is not
+    root), a reset makes it again: the next kernel's sockets must reach the grader."""
+    from autograder.sandbox.forkserver import relink
+
+    mounted, elsewhere, link = tmp_path / "mounted", tmp_path / "elsewhere", tmp_path / "tmp" / "autograder-sandbox-x"
+    for folder in (mounted, elsewhere, link.parent):
+        folder.mkdir()
+    if left == "a link elsewhere":
+        link.symlink_to(elsewhere)
+    elif left == "a closed folder":
+        (link / "deeper").mkdir(parents=True)
+        (link / "deeper" / "note").write_text("x")
+        (link / "deeper").chmod(0)
+        link.chmod(0o500)
+    relink(str(mounted), str(link))
+    assert link.is_symlink() and os.readlink(link) == str(mounted)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "mounted", "tmp"]
+
+
 # --------------------------------------------------------------------------------------------
 # 2. hidden tests echoed back: a hook installed before the tests keeps every cell the kernel
 # compiles; the student's function then says it, wherever the grader might quote the kernel
@@ -336,6 +358,40 @@ except OSError:
 print("SCRATCH", written, "MiB")
 """
 
+# the host's own disk: the folder of the kernel's sockets, found by its connection file, and the
+# scratch folder's mount in the sandbox, found in the mount table; from the cell, and from a thread
+# ipykernel started before the student's code ran
+FILL_HOST_FOLDERS = """
+import os, sys
+from ipykernel.connect import get_connection_file
+places = [os.path.dirname(get_connection_file())]
+places += [line.split()[4] for line in open("/proc/self/mountinfo") if " rw," in line and line.split()[4].startswith("/run")]
+written = 0
+def fill(place, tag):
+    global written
+    for n in range(16):
+        try:
+            with open(f"{place}/{tag}{n}", "wb") as f:
+                for _ in range(64):
+                    f.write(b"x" * 2**20)
+                    written += 1
+        except OSError:
+            return
+for place in places:
+    fill(place, "cell")
+    sys.stdout.pub_thread.schedule(lambda place=place: fill(place, "thread"))
+sys.stdout.flush()
+print("HOST", written, "MiB in", len(places), "places")
+"""
+# a RAM disk of no size, in a user and mount namespace of the kernel's own (unshare -Urm)
+UNSIZED_RAM_DISK = """
+import subprocess
+made = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs big /mnt && "
+                       "for n in 1 2 3 4 5 6 7 8; do head -c 67108864 /dev/zero > /mnt/fill$n || break; done; "
+                       "du -sm /mnt"], capture_output=True, text=True)
+print("NAMESPACE", (made.stdout.split() or ["0"])[0], "MiB", made.returncode)
+"""
+
 RESOURCE_ATTACKS = [
     Attack("fill_ram_disks", "fills the machine's memory through /tmp", twin="reference",
            tamper=lambda nb: _after("project_qkv", nb, [FILL_RAM_DISKS])),
@@ -345,6 +401,10 @@ RESOURCE_ATTACKS = [
            tamper=lambda nb: _after("project_qkv", nb, [MEMORY_IN_CHILDREN])),
     Attack("fill_scratch", "fills the host's disk where the kernel works", twin="reference",
            tamper=lambda nb: _after("project_qkv", nb, [FILL_SCRATCH])),
+    Attack("fill_host_folders", "fills the host's disk through the kernel's sockets folder", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [FILL_HOST_FOLDERS])),
+    Attack("unsized_ram_disk", "fills the machine's memory through a RAM disk of its own", twin="reference",
+           tamper=lambda nb: _after("project_qkv", nb, [UNSIZED_RAM_DISK])),
 ]
 
 
@@ -393,10 +453,19 @@ def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
     assert row["status"] == "ok" and row["reason"].startswith("out of memory: the notebook's processes together")
 
 
-def test_the_scratch_folder_has_a_size(resources):
-    from autograder.sandbox.bwrap import TMPFS_BYTES, _real_root
+def test_the_kernels_folder_has_a_size(resources):
+    from autograder.sandbox.bwrap import TMPFS_BYTES
 
     wrote = re.search(r"SCRATCH (\d+) MiB", shown_to_student(resources, "fill_scratch"))
-    assert wrote and int(wrote[1]) > 0
-    # as root, a RAM disk of the /tmp's size; elsewhere each file is limited, not the folder (README)
-    assert int(wrote[1]) <= TMPFS_BYTES // 2**20 if _real_root() else int(wrote[1]) == 1024
+    assert wrote and 0 < int(wrote[1]) <= TMPFS_BYTES // 2**20  # in the sandbox's /tmp, a RAM disk
+
+
+def test_a_kernel_writes_nothing_on_the_hosts_disk_nor_in_a_ram_disk_of_its_own(resources):
+    from autograder.sandbox.forkserver import landlock_version
+
+    if not landlock_version():
+        pytest.skip("this Linux has no Landlock: a kernel may write to its scratch folder (README)")
+    host = re.search(r"HOST (\d+) MiB in (\d+) places", shown_to_student(resources, "fill_host_folders"))
+    assert host and host[1] == "0" and host[2] == "2", host  # the sockets folder and the scratch mount found
+    namespace = re.search(r"NAMESPACE (\d+) MiB (\d+)", shown_to_student(resources, "unsized_ram_disk"))
+    assert namespace and namespace[1] == "0" and namespace[2] != "0", namespace

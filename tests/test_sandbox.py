@@ -20,7 +20,7 @@ from traitlets.config import Config
 from autograder.results import observed_status
 from autograder.sandbox import kernels
 from autograder.sandbox import server as sandbox_server
-from autograder.sandbox.bwrap import TMPFS_BYTES, _real_root, bwrap_available, sandbox_limits
+from autograder.sandbox.bwrap import TMPFS_BYTES, bwrap_available, sandbox_limits
 from autograder.sandbox.cgroups import MemoryGroup
 from autograder.sandbox.kernels import ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager
 from autograder.sandbox.server import ForkServer, fork_server
@@ -100,7 +100,7 @@ LEAVE_TRACES = """
     libc = ctypes.CDLL(None)
     print(libc.shmget(4242, 4096, 0o1666) >= 0)           # SysV shared memory outlives processes
     open("/tmp/left-behind", "w").write("x")
-    open("../../left-behind", "w").write("x")              # the sandbox's scratch folder
+    open("left-behind", "w").write("x")                    # the kernel's own folder
     try:
         open("/dev/left-behind", "w").write("x")            # /dev is read-only
     except OSError:
@@ -128,7 +128,7 @@ LOOK_AROUND = """
     import os, json, time
     time.sleep(1)  # time for a surviving daemon to strike
     others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid(), os.getppid())]
-    print(json.dumps({"others": others, "files": [f for f in ("/tmp/left-behind", "../../left-behind",
+    print(json.dumps({"others": others, "files": [f for f in ("/tmp/left-behind", "left-behind",
                                                              "/dev/left-behind") if os.path.exists(f)],
                       "shm": open("/proc/sysvipc/shm").read().splitlines()[1:], "queues": os.listdir("/dev/mqueue"),
                       "keys": [key for key in open("/proc/keys") if "left-behind" in key]}))
@@ -138,18 +138,21 @@ LOOK_AROUND = """
 def test_kernels_that_leave_only_files_share_one_warm_server(tmp_path):
     """A reset that removed everything keeps the server: the next kernel is forked from the
     same warm Python, not from a new sandbox that imports torch again (seconds per notebook).
-    The scratch folder is a mount point in the sandbox's /tmp, which a reset must not count
-    as something left behind."""
+    The scratch folder's link in the sandbox's /tmp stays, and a reset must not count it as
+    something left behind."""
     servers = set()
-    for code in ('open("/tmp/note", "w").write("x")', 'open("../../note", "w").write("x")', "print(1)"):
+    for code in ('open("/tmp/note", "w").write("x")', 'open("note", "w").write("x")', "print(1)"):
         run_kernel(tmp_path, code)
         servers.add(fork_server(LIMITS).process.pid)
     assert len(servers) == 1
 
 
 def test_nothing_of_one_kernel_is_left_for_the_next(tmp_path):
+    from autograder.sandbox.forkserver import landlock_version
+
     out, _ = run_kernel(tmp_path, LEAVE_TRACES)
-    assert out.split() == ["True"] * 5  # every trace was left
+    # every trace was left, but a POSIX message queue where Landlock holds (mq_open makes a file)
+    assert out.split() == ["True", str(not landlock_version()), "True", "True", "True"]
     out, alive = run_kernel(tmp_path, LOOK_AROUND)
     assert alive, "the next kernel was killed"
     assert json.loads(out) == {"others": [], "files": [], "shm": [], "queues": [], "keys": []}
@@ -359,9 +362,9 @@ def test_a_kernel_stopped_for_memory_says_so(tmp_path):
     assert status == "error" and "processes together held more than the memory limit" in reason, reason
 
 
-def test_the_scratch_folder_has_a_size_when_root_grades(tmp_path):
+def test_the_kernels_folder_has_a_size(tmp_path):
     """Files a kernel writes where it works: each limited in size, and all of them together
-    when the grader is root (a RAM disk of the /tmp's size): the host's disk never fills."""
+    (the folder is in the sandbox's /tmp, a RAM disk): the host's disk never fills."""
     out, alive = run_kernel(tmp_path, """
         written = 0
         try:
@@ -373,8 +376,45 @@ def test_the_scratch_folder_has_a_size_when_root_grades(tmp_path):
         except OSError as err:
             print(err.errno, end=" ")
         print(written)""")
-    if not _real_root():
-        assert out.split() == ["512"]  # what the README says: the folder is limited per file only
-        return
     errno, written = map(int, out.split())
-    assert (errno, alive) == (28, True) and written < TMPFS_BYTES // 2**20  # ENOSPC
+    assert (errno, alive) == (28, True) and written <= TMPFS_BYTES // 2**20  # ENOSPC
+
+
+WRITE_EVERYWHERE = """
+    import json, os, subprocess, sys
+    from ipykernel.connect import get_connection_file
+    sockets = os.path.dirname(get_connection_file())  # in the scratch folder, on the host's disk
+    targets = {"sockets": os.path.join(sockets, "note"),
+               "scratch": os.path.join(os.path.realpath(sockets), "..", "..", "note"),
+               "tmp": "/tmp/note", "shm": "/dev/shm/note", "own folder": "note"}
+    wrote = {}
+    def write(name):
+        try:
+            open(targets[name], "w").write("x")
+            wrote[name] = True
+        except OSError:
+            wrote[name] = False
+    for name in targets:
+        write(name)
+    # from a thread the kernel started before the student's code ran: ipykernel's IOPub thread
+    sys.stdout.pub_thread.schedule(lambda: write("sockets"))
+    sys.stdout.flush()
+    # a RAM disk of no size in a namespace of the kernel's own
+    mounted = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs none /tmp && echo mounted"],
+                             capture_output=True, text=True).stdout.strip()
+    print(json.dumps({"wrote": wrote, "mounted": mounted == "mounted"}))
+"""
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["forked", "cold"])
+def test_a_started_kernel_writes_only_to_its_ram_disks(tmp_path, warm):
+    """Once its sockets are bound in the scratch folder (the host's disk where the grader is not
+    root), a kernel, its threads and its processes write only in the sandbox's sized RAM disks,
+    and mount none of their own (Landlock)."""
+    from autograder.sandbox.forkserver import landlock_version
+
+    if not landlock_version():
+        pytest.skip("this Linux has no Landlock: a kernel may write to its scratch folder (README)")
+    out, alive = run_kernel(tmp_path, WRITE_EVERYWHERE, warm=warm)
+    assert alive and json.loads(out) == {
+        "wrote": {"sockets": False, "scratch": False, "tmp": True, "shm": True, "own folder": True}, "mounted": False}

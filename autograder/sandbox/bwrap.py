@@ -24,6 +24,7 @@ FORKSERVER = Path(__file__).resolve().parent / "forkserver.py"
 KERNEL_LAUNCHER = FORKSERVER  # the same script, run with --kernel: a cold kernel, isolated as forked ones are
 SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"]
 TMPFS_BYTES = 256 * 1024**2  # the sandbox's /tmp and /dev/shm, each
+SCRATCH_INSIDE = "/run/sandbox"  # where the sandbox sees its scratch folder (sandbox_command)
 SYSTEM_FILES = ["/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime", "/etc/alternatives"]
 # Every grading kernel's environment has these, sandboxed or not: no bytecode written,
 # figures without a display, one thread (the workers already use every core), and the
@@ -121,12 +122,14 @@ def matplotlib_font_lists() -> list[Path]:
 def make_scratch(prefix: str, parent: Path | None = None) -> Path:
     """A new folder a sandbox may write to, in ``parent`` (default: the system's temp folder).
 
-    A grader run as root makes it a RAM disk of TMPFS_BYTES, so that a kernel cannot fill the
+    A kernel writes there only while it starts (its sockets), where Linux has Landlock
+    (``forkserver.confine_writes``). Where it has not, a kernel could write there all along: a
+    grader run as root makes it a RAM disk of TMPFS_BYTES, so that a kernel cannot fill the
     machine's disk through it (a write past the size fails, as on a full disk; its pages count
     against the sandbox's memory group too), and so that it goes at once with everything in it,
-    whatever modes a kernel gave its folders. Elsewhere it is a plain folder, each file
-    limited in size (--fsize) but not the folder. This process holds its lock until
-    ``remove_scratch`` or its end (remove_orphaned_scratch)."""
+    whatever modes a kernel gave its folders; elsewhere it is a plain folder, each file limited
+    in size (--fsize) but not the folder. This process holds its lock until ``remove_scratch``
+    or its end (remove_orphaned_scratch)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     _hold_lock(folder)
     if _real_root():
@@ -225,10 +228,16 @@ def python_view() -> list[str]:
     return sorted(str(f) for f in folders)
 
 
-def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, memory_bytes: int,
-                    file_bytes: int, processes: int, read_only: list[Path] = (), uid: int | None = None) -> list[str]:
+def sandbox_command(command: list[str], *, scratch: Path, memory_bytes: int, file_bytes: int, processes: int,
+                    read_only: list[Path] = (), uid: int | None = None) -> list[str]:
     """``command`` wrapped in bwrap (isolation) and prlimit (resource limits), run as ``uid``
-    (from ``sandbox_uid``) when the grader is root."""
+    (from ``sandbox_uid``) when the grader is root, in /tmp.
+
+    ``scratch`` (from ``make_scratch``) is the one folder of the host the sandbox may write to:
+    the grader puts the kernels' sockets and connection files there. It is mounted at
+    SCRATCH_INSIDE, outside the sandbox's /tmp, and reached at its own path too, through a
+    link: a kernel binds its sockets there while it starts, and then confines its writes to
+    /tmp and /dev (``forkserver.confine_writes``), which a folder below /tmp would escape."""
     if uid is None:
         # No capabilities, even inside the sandbox's own namespaces (bwrap keeps them when
         # run as root): no mounts, no tracing or signalling past the usual rules.
@@ -250,16 +259,15 @@ def sandbox_command(command: list[str], *, writable: list[Path], chdir: Path, me
     args = ["bwrap", *isolation, "--die-with-parent", "--new-session", "--clearenv", "--proc", "/proc",
             "--dev", "/dev", "--perms", "1777", *size, "--tmpfs", "/dev/shm", "--mqueue", "/dev/mqueue",
             "--remount-ro", "/dev", "--perms", "1777", *size, "--tmpfs", "/tmp", *_system_view()]
-    binds = [*python_view(), *map(str, read_only), *map(str, writable)]
+    binds = [*python_view(), *map(str, read_only), str(scratch), SCRATCH_INSIDE]
     args += _parents(binds, ["/proc", "/dev", *SYSTEM_DIRS])
     for folder in [*python_view(), *map(str, read_only)]:
         args += ["--ro-bind", folder, folder]
     # The checks' answers (references, mistakes) are the grader's: a kernel sees an empty folder.
     args += ["--tmpfs", str(ANSWERS_DIR), "--remount-ro", str(ANSWERS_DIR)]
-    for folder in writable:
-        args += ["--bind", str(folder), str(folder)]
-    args += ["--remount-ro", "/", "--chdir", str(chdir)]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(chdir), "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+    args += ["--bind", str(scratch), SCRATCH_INSIDE, "--symlink", SCRATCH_INSIDE, str(scratch)]
+    args += ["--remount-ro", "/", "--chdir", "/tmp"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
            "PYTHONPATH": str(CHECKS_DIR.parent), "MPLCONFIGDIR": "/tmp", **KERNEL_ENVIRONMENT}
     for name, value in env.items():
         args += ["--setenv", name, value]

@@ -8,7 +8,7 @@ it patches stays in its own process.
 
 It talks to the grader over its stdin and stdout, one JSON object per line:
 
-    {"op": "spawn", "argv": [...], "cwd": ...} -> {"pid": n}
+    {"op": "spawn", "argv": [...], "files": ...} -> {"pid": n}
     {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
     {"op": "kill", "pid": n}         -> {} once the kernel is gone
     {"op": "reset"}                  -> {"killed": n, "clean": bool}: every other process of
@@ -17,9 +17,14 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
                                         folder emptied, ready for the next student (clean:
                                         nothing was left; else the grader starts a new sandbox)
 
-Run as ``forkserver.py SCRATCH [FONT_LIST...]``: SCRATCH is the folder its kernels may write to,
-each FONT_LIST a matplotlib font list of the grader's, copied into its own matplotlib cache.
-Run as ``forkserver.py --kernel ARGV...`` it is a cold kernel instead, isolated the same way.
+Each kernel works in KERNEL_FOLDER (in the sandbox's /tmp), with a copy of the files the grader
+put beside the notebook (``files``), and writes nowhere but /tmp and /dev once its sockets are
+bound (``confine_writes``).
+
+Run as ``forkserver.py SCRATCH [FONT_LIST...]``: SCRATCH is the sandbox's scratch folder (at the
+host's path: a link to where the sandbox mounts it), each FONT_LIST a matplotlib font list of the
+grader's, copied into its own matplotlib cache. Run as ``forkserver.py --kernel FILES ARGV...``
+it is a cold kernel instead, isolated the same way.
 
 It must not import anything of the autograder (the sandbox cannot see it), nor start a
 thread before forking (a thread's locks would be copied half-held).
@@ -59,6 +64,20 @@ KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING =
 _libc = ctypes.CDLL(None, use_errno=True)
 _exit_codes: dict[int, int] = {}  # kernels reaped by kill(), for the next poll()
 
+# Where a kernel works (its current folder and HOME): in the sandbox's /tmp, a RAM disk with a size.
+KERNEL_FOLDER = "/tmp/work"
+# Landlock (Linux 5.13+), by which a process gives up rights for itself and the processes it
+# starts, without privileges: its three system calls have these numbers on every architecture.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH, PR_SET_NO_NEW_PRIVS = 1, 1, 38
+# What writing is, by Landlock's version: writing a file, removing or making any kind of entry
+# (file, folder, link, socket, pipe, device); from version 2 linking or renaming across folders,
+# from 3 truncating.
+WRITE_RIGHTS = {1: 0x1FF2, 2: 0x3FF2, 3: 0x7FF2}
+# Where a started kernel may still write: the sandbox's RAM disks (/tmp, /dev/shm, /dev/mqueue)
+# and its devices (/dev/null). The rest of the sandbox is read-only, but for its scratch folder.
+WRITABLE = ("/tmp", "/dev")
+
 
 def preload() -> None:
     for module in PRELOAD:
@@ -76,7 +95,57 @@ def preload() -> None:
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def spawn(argv: list[str], cwd: str) -> int:
+class _PathBeneath(ctypes.Structure):  # struct landlock_path_beneath_attr
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_version() -> int:
+    """Landlock's version on this Linux; 0 where it has none (older than 5.13, or switched off)."""
+    return max(_libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
+                             ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION)), 0)
+
+
+def confine_writes() -> bool:
+    """From now on, this thread and every process and thread it starts write only below
+    WRITABLE (and mount nothing, in any namespace: Landlock forbids it). Running threads
+    keep their rights: call it before the first. False where Linux has no Landlock."""
+    version = landlock_version()
+    if not version:
+        return False
+    rights = WRITE_RIGHTS[min(version, max(WRITE_RIGHTS))]
+    handled = ctypes.c_uint64(rights)  # struct landlock_ruleset_attr's first field, as every version has it
+    ruleset = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return False
+    try:
+        for folder in WRITABLE:
+            rule = _PathBeneath(rights, os.open(folder, os.O_PATH | os.O_CLOEXEC))
+            try:
+                added = _libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+            finally:
+                os.close(rule.parent_fd)
+            if added != 0:
+                return False
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # Landlock's condition for the unprivileged
+        return _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
+    finally:
+        os.close(ruleset)
+
+
+def initialize_holding_threads(app) -> list[threading.Thread]:
+    """Initialize ipykernel's ``app`` without starting the threads it makes: returned, in their
+    order, to be started with ``threading.Thread.start``."""
+    held, start = [], threading.Thread.start
+    threading.Thread.start = lambda thread: held.append(thread)
+    try:
+        app.initialize()
+    finally:
+        threading.Thread.start = start
+    return held
+
+
+def spawn(argv: list[str], files: str) -> int:
     pid = os.fork()
     if pid:
         _exit_codes.pop(pid, None)  # an earlier process's, if the pid comes round again
@@ -87,22 +156,49 @@ def spawn(argv: list[str], cwd: str) -> int:
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.closerange(3, 1024)  # the server's pipes and anything else it had open
-        os.chdir(cwd)
-        os.environ["HOME"] = cwd
-        run_kernel(argv)
+        run_kernel(argv, files)
     finally:
         os._exit(0)
 
 
-def run_kernel(argv: list[str]) -> None:
-    """Become a kernel with ipykernel's ``argv``, with keyrings of its own: the session keyring
-    is inherited (from the server, or from the grader for a cold kernel) and writable by
-    whoever holds it, the user's keyrings are shared by every process of the user."""
+def run_kernel(argv: list[str], files: str) -> None:
+    """Become a kernel with ipykernel's ``argv``, working in KERNEL_FOLDER with a copy of
+    ``files``, with keyrings of its own (the session keyring is inherited, from the server or
+    from the grader for a cold kernel, and writable by whoever holds it; the user's keyrings
+    are shared by every process of the user), and confined to its RAM disks once its sockets
+    are bound in the scratch folder: no thread of the kernel, no process it starts, can write
+    there or anywhere else outside the sandbox's sized RAM disks."""
+    shutil.copytree(files, KERNEL_FOLDER, dirs_exist_ok=True)
+    os.chdir(KERNEL_FOLDER)
+    os.environ["HOME"] = KERNEL_FOLDER
     _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # a new, anonymous session keyring
     _clear_user_keyrings()
     sys.argv = ["ipykernel_launcher", *argv]
-    from ipykernel import kernelapp
-    kernelapp.launch_new_instance()
+    from ipykernel.heartbeat import Heartbeat
+    from ipykernel.kernelapp import IPKernelApp
+
+    # Landlock confines the thread that asks and the threads it starts later, not those running:
+    # ipykernel's threads start once this one is confined, but the heartbeat's, which binds its
+    # socket itself and then confines itself.
+    bind, bound = Heartbeat._bind_socket, threading.Event()
+
+    def bind_then_confine(heartbeat: Heartbeat) -> None:
+        try:
+            bind(heartbeat)
+        finally:
+            confine_writes()
+            bound.set()
+
+    Heartbeat._bind_socket = bind_then_confine
+    app = IPKernelApp.instance()
+    threads = initialize_holding_threads(app)
+    for thread in [t for t in threads if isinstance(t, Heartbeat)]:
+        threading.Thread.start(thread)
+        bound.wait(30)  # a heartbeat that failed even to try to bind: the grader sees the kernel fail to start
+    confine_writes()
+    for thread in [t for t in threads if not isinstance(t, Heartbeat)]:
+        threading.Thread.start(thread)
+    app.start()
 
 
 def _keyctl(*args: int) -> int:
@@ -149,9 +245,10 @@ def poll(pid: int) -> int | None:
 _modes: dict[str, int] = {}  # the writable folders' modes when the server started, given back at each reset
 
 
-def reset(scratch: str) -> tuple[int, bool]:
+def reset(scratch: str, scratch_link: str) -> tuple[int, bool]:
     """Kill every process of the sandbox but this one and its init, and empty every place a
-    kernel could write to, so nothing of one student is left for the next."""
+    kernel could write to, so nothing of one student is left for the next. ``scratch_link``
+    (the scratch folder's path on the host) leads to ``scratch`` again."""
     killed = 0
     _exit_codes.clear()
     for _ in range(1000):
@@ -166,9 +263,12 @@ def reset(scratch: str) -> tuple[int, bool]:
         _reap()
         time.sleep(0.001)
     clean = True
-    mounts = _mount_points()  # the scratch folder and the Python bound into /tmp stay where they are
+    # a Python bound into /tmp (a clone of the course there) stays where it is, and so does the
+    # scratch folder's link, made again if a kernel changed it (where it lies in /tmp)
+    keep = _mount_points() | {scratch_link}
     for folder in ("/tmp", "/dev/shm", "/dev/mqueue", scratch):  # files, POSIX shared memory and queues
-        clean = empty(folder, _modes.get(folder), keep=mounts) and clean
+        clean = empty(folder, _modes.get(folder), keep=keep) and clean
+    relink(scratch, scratch_link)
     _remove_sysv_ipc()
     _clear_user_keyrings()
     return killed, clean
@@ -193,8 +293,9 @@ def empty(folder: str, mode: int | None = None, keep: frozenset[str] = frozenset
     folder is made the owner's to read, write and enter before its content goes. ``folder``
     itself gets ``mode`` back (a kernel could have closed /tmp to the next one). Anything left
     (a tree too deep for its paths, say) is reported, and the grader then starts a new sandbox.
-    A mount point cannot go (the scratch folder is bound into the sandbox's /tmp at its own
-    path): it stays, and so do the folders that lead to it, each emptied of everything else."""
+    The paths in ``keep`` stay (mount points, which cannot go: the Python's folder, bound into the
+    sandbox's /tmp where the course lies there), and so do the folders that lead to them, each
+    emptied of everything else."""
     _open_up(folder)
     try:
         entries = list(os.scandir(folder))
@@ -277,7 +378,20 @@ def _remove_sysv_ipc() -> None:
             remove(int(row.split()[1]))
 
 
-def serve(scratch: str, font_lists: list[str]) -> None:
+def relink(target: str, link: str) -> None:
+    """Make ``link`` a link to ``target`` again, whatever is at its place."""
+    if os.path.islink(link):
+        if os.readlink(link) == target:
+            return
+        os.unlink(link)
+    else:
+        remove(link)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(target, link)
+
+
+def serve(scratch_link: str, font_lists: list[str]) -> None:
+    scratch = os.path.realpath(scratch_link)  # where the sandbox mounts it
     _keyctl(KEYCTL_JOIN_SESSION_KEYRING, 0)  # not the grader's: its kernels could write there
     _clear_user_keyrings()
     for font_list in font_lists:  # the grader's matplotlib cache: read, not made again, by the preload
@@ -296,14 +410,14 @@ def serve(scratch: str, font_lists: list[str]) -> None:
         request = json.loads(line)
         op = request["op"]
         if op == "spawn":
-            answer = {"pid": spawn(request["argv"], request["cwd"])}
+            answer = {"pid": spawn(request["argv"], request["files"])}
         elif op == "poll":
             answer = {"exit": poll(request["pid"])}
         elif op == "kill":
             kill(request["pid"])
             answer = {}
         elif op == "reset":
-            killed, clean = reset(scratch)
+            killed, clean = reset(scratch, scratch_link)
             answer = {"killed": killed, "clean": clean}
         else:
             answer = {"error": f"unknown op {op!r}"}
@@ -313,6 +427,6 @@ def serve(scratch: str, font_lists: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--kernel":
-        run_kernel(sys.argv[2:])
+        run_kernel(sys.argv[3:], sys.argv[2])
     else:
         serve(sys.argv[1], sys.argv[2:])

@@ -140,8 +140,9 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         workdir = self._sandbox_dir / "work"
-        # The kernel works in a folder of its own, not in nbgrader's: what it writes
-        # there (a symlink where nbgrader will write, say) must not touch the course.
+        # The kernel works in a folder of its own in the sandbox's /tmp (forkserver.KERNEL_FOLDER), not
+        # in nbgrader's: what it writes (a symlink where nbgrader will write, say) must not touch the
+        # course. It gets a copy of the files beside the notebook, through this folder.
         notebook_dir = Path(kw.pop("cwd", None) or ".")
         shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
         give_to(workdir, self._uid)
@@ -152,14 +153,14 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
             await self._sockets_bound(kernel)
             return
         if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), "--kernel", *kernel_cmd[3:]]
+            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), "--kernel", str(workdir), *kernel_cmd[3:]]
         kw["cwd"] = str(workdir)
         kw.pop("env", None)  # the sandbox sets its own environment
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
         # rather than into the grader's terminal.
         kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
-        command = sandbox_command(kernel_cmd, writable=[workdir, self._sandbox_dir / SOCKETS_FOLDER], chdir=workdir,
-                                  read_only=[KERNEL_LAUNCHER], uid=self._uid, **self._limits())
+        command = sandbox_command(kernel_cmd, scratch=self._sandbox_dir, read_only=[KERNEL_LAUNCHER], uid=self._uid,
+                                  **self._limits())
         group = MemoryGroup.create(self.memory_limit)
         if group:
             command, self._memory = group.wrap(command), (group, 0)

@@ -57,8 +57,7 @@ class ForkServer:
             self.memory_group = MemoryGroup.create(self.limits["memory_bytes"])
             fonts = matplotlib_font_lists()  # read-only: the server copies them into its /tmp
             command = sandbox_command([sys.executable, str(FORKSERVER), str(self.scratch), *map(str, fonts)],
-                                      writable=[self.scratch], chdir=self.scratch, read_only=[FORKSERVER, *fonts],
-                                      uid=self.uid, **self.limits)
+                                      scratch=self.scratch, read_only=[FORKSERVER, *fonts], uid=self.uid, **self.limits)
             if self.memory_group:
                 command = self.memory_group.wrap(command)
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -116,10 +115,11 @@ class ForkServer:
             self._wait_until_ready()
         return self.scratch
 
-    def spawn(self, argv: list[str], cwd: Path) -> "ForkedKernel":
-        """A new kernel with ``argv`` (ipykernel's arguments) working in ``cwd`` (inside ``scratch``)."""
+    def spawn(self, argv: list[str], files: Path) -> "ForkedKernel":
+        """A new kernel with ``argv`` (ipykernel's arguments), working with a copy of the files in
+        ``files`` (a folder in ``scratch``)."""
         self.dirty = True
-        return ForkedKernel(self, self.ask("spawn", argv=argv, cwd=str(cwd))["pid"])
+        return ForkedKernel(self, self.ask("spawn", argv=argv, files=str(files))["pid"])
 
     def reset(self) -> None:
         if self.dirty and self.process is not None:
