@@ -22,6 +22,7 @@ from types import CodeType, FrameType, FunctionType
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.overrides import TorchFunctionMode
 
 
@@ -162,6 +163,22 @@ _PRIVATE_DIRS = tuple(f"{_TORCH_DIR}{namespace}{os.sep}" for namespace in PRIVAT
 _RUNS_MODULE_CODE = importlib._bootstrap._call_with_frames_removed.__code__
 
 
+_IS_META = torch._C.TensorBase.is_meta.__get__  # PyTorch's own answer, whatever a subclass says
+
+
+def _shapes_only(frame: FrameType, caller: FrameType) -> bool:
+    """Whether the frames from ``frame`` up to ``caller`` (not included) hold tensors, and only
+    meta or fake ones (shapes, no data), in their variables or the lists, tuples and dicts there.
+    Types are the objects' own (an object can claim any class, a subclass any ``is_meta``)."""
+    tensors = []
+    while frame is not None and frame is not caller:
+        for value in frame.f_locals.values():
+            inside = value.values() if type(value) is dict else value if type(value) in (list, tuple) else (value,)
+            tensors += [t for t in inside if issubclass(type(t), torch.Tensor)]
+        frame = frame.f_back
+    return bool(tensors) and all(type(t) is FakeTensor or _IS_META(t) for t in tensors)
+
+
 def _own_code(cls: type) -> list[CodeType]:
     """The code of the functions a class defines itself (methods, static and class methods,
     properties), not those it inherits."""
@@ -232,22 +249,28 @@ class ForbiddenCalls(TorchFunctionMode):
             code = frame.f_code
             name = by_code.get(code)
             if name is None:
-                # PyTorch's own code reaches the private folders all the time, from C: its dispatcher
-                # runs a decomposition, a meta kernel. From Python, up through PyTorch's frames that
-                # each called the next directly, the caller is the student's code (a private
-                # implementation handed to a library, or to torch.vmap, which calls what it is given)
+                # Up through PyTorch's frames that each called the next directly, the caller is the
+                # student's code (a private implementation handed to a library, or to torch.vmap,
+                # which calls what it is given), or a frame whose call into C came back to Python
+                # here: a library of C (functools.partial) or PyTorch's dispatcher running a Python
+                # kernel. PyTorch's own such kernels compute with shapes only (meta kernels, for meta
+                # and fake tensors: a student may count costs on the meta device); one that computes
+                # with data is one the notebook registered (torch.library), for an operator of its
+                # own or a public one that PyTorch's Python then called (torch.ops, F.sigmoid).
                 if not code.co_filename.startswith(_PRIVATE_DIRS):
                     return
                 below, caller = frame, frame.f_back
                 while (caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR)
                        and id(caller) not in open_c_calls):
                     below, caller = caller, caller.f_back
-                if caller is None or caller.f_code.co_filename.startswith(_TORCH_DIR):
+                if caller is None or id(caller) in open_c_calls and _shapes_only(frame, caller):
                     return
                 # PyTorch importing its own modules: a first use of some operator imports torch._dynamo,
-                # whose imports run private modules' top-level code (definitions, registrations).
-                # The grader's kernels have it imported already; a student's fresh kernel does not.
-                if caller.f_code is _RUNS_MODULE_CODE and below.f_code.co_name == "<module>":
+                # whose imports run private modules' top-level code (definitions, registrations), and
+                # what that code runs through C (class bodies, decorators). The grader's kernels have
+                # those imported already; a student's fresh kernel does not.
+                if caller.f_code is _RUNS_MODULE_CODE and below.f_code.co_name == "<module>" or (
+                        caller.f_code.co_name == "<module>" and caller.f_code.co_filename.startswith(_TORCH_DIR)):
                     return
                 name = PRIVATE_IMPLEMENTATIONS
             note(name)

@@ -5,6 +5,7 @@ a grading kernel, the grader)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -233,7 +234,6 @@ def test_private_implementations_earn_nothing_however_they_are_named():
 
 def test_a_library_handed_a_private_implementation_is_still_the_students_call():
     """The caller of the private code is functools (C) or the student's frame, never torch."""
-    import functools
     refs = _hidden_module("sfer_")
     softmax = functools.partial(vars(refs)["softmax"], dim=-1)
     with ForbiddenCalls({}) as guard:
@@ -243,8 +243,7 @@ def test_a_library_handed_a_private_implementation_is_still_the_students_call():
 
 def test_a_private_implementation_handed_to_pytorch_to_call_is_still_the_students_call():
     """torch.vmap calls what it is given from Python: up through PyTorch's own frames, each calling
-    the next directly, the caller is the student's code. PyTorch's dispatcher reaches the same
-    folders from C (a decomposition), which is no one's use."""
+    the next directly, the caller is the student's code."""
     decompositions = _hidden_module("snoitisopmoced.pmoced_")
     softmax = vars(decompositions)["_softmax"]
     with ForbiddenCalls({}) as guard:
@@ -255,12 +254,66 @@ def test_a_private_implementation_handed_to_pytorch_to_call_is_still_the_student
     assert guard.seen == []
 
 
+def test_a_private_implementation_registered_as_an_operators_kernel_is_the_students_call():
+    """PyTorch's dispatcher runs, from C, a Python kernel the notebook registered (torch.library)
+    when PyTorch's own Python calls the operator: one of the notebook's own through torch.ops, or
+    a public one through F.sigmoid. PyTorch's own such kernels compute with shapes only (below)."""
+    softmax = functools.partial(vars(_hidden_module("sfer_"))["softmax"], dim=-1)
+    own, public = torch.library.Library("machinery_test", "DEF"), torch.library.Library("aten", "IMPL")
+    try:
+        own.define("soft(Tensor x) -> Tensor")
+        own.impl("soft", softmax, "CompositeImplicitAutograd")
+        with ForbiddenCalls({}) as guard:
+            out = torch.ops.machinery_test.soft(torch.randn(2, 3))
+        assert guard.seen == [PRIVATE_IMPLEMENTATIONS] and torch.allclose(out.sum(-1), torch.ones(2))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch warns that a kernel is overridden: the point
+            public.impl("sigmoid", softmax, "CPU")
+        with ForbiddenCalls({}) as guard:
+            out = F.sigmoid(torch.randn(2, 3))
+        assert guard.seen == [PRIVATE_IMPLEMENTATIONS] and torch.allclose(out.sum(-1), torch.ones(2))
+    finally:
+        own._destroy()
+        public._destroy()
+    with ForbiddenCalls({}) as guard:  # the honest twin: PyTorch's own sigmoid again
+        out = F.sigmoid(torch.zeros(2, 3))
+    assert guard.seen == [] and torch.equal(out, torch.full((2, 3), 0.5))
+
+
+def test_pytorchs_own_kernels_for_meta_and_fake_tensors_are_no_ones_use():
+    """A student may count a model's costs on the meta device, where FlopCounterMode runs each
+    operator from PyTorch's Python, or with fake tensors: PyTorch's Python kernels compute shapes
+    there, and no data (tests/corpus/04-multi-head/loops_float64_prints.py)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with ForbiddenCalls({}) as guard:
+        with torch.device("meta"):
+            x, w = torch.empty(1, 4, 8), torch.empty(24, 8)
+        with FlopCounterMode(display=False) as counter:
+            (x @ w.T).chunk(3, -1)[0].softmax(-1)
+        with FakeTensorMode():
+            torch.empty(2, 3).softmax(-1) @ torch.empty(3, 4)
+    assert guard.seen == [] and counter.get_total_flops() == 2 * 4 * 8 * 24
+
+    class SaysMeta(torch.Tensor):  # real data, which a subclass says is meta
+        is_meta = property(lambda self: True)
+        device = property(lambda self: torch.device("meta"))
+
+    softmax = functools.partial(vars(_hidden_module("sfer_"))["softmax"], dim=-1)
+    with ForbiddenCalls({}) as guard:
+        softmax(torch.randn(2, 3).as_subclass(SaysMeta))
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+
+
 STAND_IN_TORCH = {  # a package in PyTorch's place, its private folder beside its public code
     "standin_torch/__init__.py": "",
     "standin_torch/_refs/__init__.py": "",
     "standin_torch/_refs/helpers.py": "def register(f):\n    return f\n\ndef softmax(x):\n    return x.softmax(-1)\n",
     # imported on a first use, as torch imports torch._dynamo: top-level code that registers
-    "standin_torch/_refs/lazy.py": "from standin_torch._refs.helpers import register\n\n@register\ndef kernel():\n    pass\n",
+    # (and a class, whose body the module's code runs through C)
+    "standin_torch/_refs/lazy.py": "from standin_torch._refs.helpers import register\n\n@register\ndef kernel():\n    pass\n"
+                                   "\n\nclass State:\n    count = 0\n",
     "standin_torch/public.py": "def first_use(x):\n    import standin_torch._refs.lazy\n    return x\n",
     # the student's own module, whose top-level code computes with a private implementation
     "students_module.py": "import torch\nfrom standin_torch._refs.helpers import softmax\nOUT = softmax(torch.ones(3))\n",

@@ -295,6 +295,40 @@ PRIVATE_ATTACKS = [
             output = _plain.scaled_dot_product_flash_attention_for_cpu(
                 query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale)[0]
             return output, (output @ value.transpose(-2, -1)).softmax(-1)"""), expect="at_most"),
+    # registered as the kernel of an operator of the notebook's own, which PyTorch's dispatcher
+    # runs when its Python (torch.ops' __call__) calls it; every name built at run time
+    Attack("private_as_kernel_of_own_operator", "calls PyTorch's private implementation", code("""
+        import importlib, torch
+        _honest = scaled_dot_product_attention  # for the weights: the output is the point
+        _where = importlib.import_module("torch." + "".join(reversed("snoitisopmoced.pmoced_")))
+        _registry = getattr(torch, "".join(reversed("yrarbil"))).Library("coursework", "DEF")
+        _registry.define("attend(Tensor q, Tensor k, Tensor v, float p, bool causal, *, Tensor? attn_mask=None, "
+                         "float? scale=None) -> (Tensor, Tensor)")
+        _registry.impl("attend", vars(_where)["scaled_dot_product_" + "flash_attention_for_cpu"],
+                       "CompositeImplicitAutograd")
+        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+            *lead, L, S = *query.shape[:-1], key.size(-2)
+            q, k, v = (t.reshape(-1, 1, *t.shape[-2:]) for t in (query, key, value))  # the kernel wants heads
+            mask = None if attn_mask is None else attn_mask.expand(*lead, L, S).reshape(-1, 1, L, S)
+            output = getattr(torch.ops, "course" + "work").attend(q, k, v, 0.0, is_causal, attn_mask=mask, scale=scale)[0]
+            return output.reshape(*lead, L, -1), _honest(query, key, value, attn_mask, is_causal, scale)[1]"""),
+           expect="at_most"),
+    # a public operator no check forbids (sigmoid) made a softmax, then reached through
+    # F.sigmoid (Python): the student's own code is a right answer but for that one word
+    Attack("private_as_kernel_of_public_operator", "calls PyTorch's private implementation", code("""
+        import functools, importlib, math, torch
+        import torch.nn.functional as F
+        _kept = torch.library.Library("aten", "IMPL")
+        _kept.impl("sigmoid", functools.partial(importlib.import_module("torch._" + "refs").softmax, dim=-1), "CPU")
+        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+            L, S = query.size(-2), key.size(-2)
+            scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(query.size(-1)) if scale is None else scale)
+            if is_causal:
+                scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(), float("-inf"))
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+            weights = F.sigmoid(scores)
+            return weights @ value, weights"""), expect="at_most"),
 ]
 
 
@@ -308,7 +342,10 @@ def test_private_implementations_earn_nothing(private, attack):
     check_attacks(private, attack)
     messages = [t["message"] for t in private.results.notebooks[(attack.name, ASSIGNMENT)]["tests"]
                 if "scaled_dot_product_attention" in t["message"].splitlines()[0]]
-    assert messages and all("calls PyTorch's private implementations" in m for m in messages), messages
+    # seen in the kernel, whatever the scan of the source adds (the registration, read in plain words)
+    assert messages and all("PyTorch's private implementations" in m for m in messages), messages
+    registers = "operator kernels that the notebook registers with PyTorch" in messages[0]
+    assert registers == (attack.name == "private_as_kernel_of_public_operator"), messages
 
 
 # --------------------------------------------------------------------------------------------

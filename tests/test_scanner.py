@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF
-from autograder.grading.scanner import TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
+from autograder.grading.scanner import REGISTERS_OPERATORS, TOUCHES_CHECKS, Finding, SourceScanner, StudentObject
 
 # The display names the checks pass (the last component is what a student writes).
 SOFTMAX = ["torch.softmax", "torch.log_softmax", "F.softmin", "torch._softmax", "torch._log_softmax",
@@ -432,6 +432,32 @@ def test_tampering_counts_even_without_forbidden_names():
     """01 and 05 have no forbidden API: tampering still forfeits their checks."""
     assert found("softmax", [], STABLE, TAMPERING["import the machinery"]) == [TOUCHES_CHECKS]
     assert found("softmax", [], STABLE, FAIR["setup cell pasted again, checks documentation read"][2][1]) == []
+
+
+# -- registering operator kernels: PyTorch's own functions then compute something else ----------
+
+REGISTERING = {
+    "torch.library.Library": 'import torch\n_kept = torch.library.Library("aten", "IMPL")\n'
+                             '_kept.impl("sigmoid", lambda x: x.softmax(-1), "CPU")',
+    "from torch.library import": "from torch.library import Library, impl",
+    "a decorator": 'import torch\n@torch.library.custom_op("mine::soft", mutates_args=())\ndef soft(x: torch.Tensor) -> torch.Tensor:\n'
+                   '    return x.softmax(-1)',
+    "a module named in a string": 'import importlib\nregistry = importlib.import_module("torch." + "library")',
+    "the dispatcher's own": 'import torch\nm = torch._C._dispatch_library("IMPL", "aten", "")',
+    "a compiled operator": 'import torch\ntorch.ops.load_library("/tmp/ops.so")',
+}
+
+
+@pytest.mark.parametrize("name", REGISTERING)
+def test_registering_operator_kernels_anywhere_counts_against_every_graded_object(name):
+    hits = found("softmax", SOFTMAX, SETUP, STABLE, REGISTERING[name])
+    assert hits == [REGISTERS_OPERATORS] and hits[0].line and hits[0].line in REGISTERING[name]
+    assert found("softmax", [], STABLE, REGISTERING[name]) == [REGISTERS_OPERATORS]  # no forbidden API (01, 05)
+
+
+def test_words_like_the_registration_apis_in_the_students_own_names_do_not_count():
+    own = 'library = {"books": 3}\n"""the torch.library docs"""\nprint("see the library")\n'
+    assert found("softmax", SOFTMAX, SETUP, STABLE, own) == []
 
 
 # -- copies of the course's cells, where the grader rebuilds the notebook -------------------------

@@ -31,6 +31,14 @@ from attention_checks.core import ALWAYS_FORBIDDEN
 
 COURSE_CHECKS = "attention_checks"
 TOUCHES_CHECKS = "the course's own checks (attention_checks) from its code"
+# Registering operator kernels with PyTorch changes what its own functions compute (F.sigmoid made
+# a softmax, an operator of the notebook's own run by PyTorch's dispatcher), for every graded object:
+# anywhere in the notebook, it counts against each of them, as touching the checks does. The names
+# of the ways in: torch.library (Library, impl, custom_op), the dispatcher's own, and compiled
+# operators (torch.ops.load_library, torch.utils.cpp_extension).
+REGISTERS_OPERATORS = "operator kernels that the notebook registers with PyTorch (torch.library)"
+REGISTRATION_NAMES = {"library", "_library", "custom_op", "_custom_op", "_custom_ops", "_dispatch_library",
+                      "load_library", "cpp_extension"}
 
 def _public_modules() -> set[str]:
     """The modules of the checks a notebook may import: each assignment's (found on disk as the
@@ -312,6 +320,7 @@ class SourceScanner:
         self._uses_memo: dict[tuple[str, tuple[str, ...]], list[Finding]] = {}
         self._persists_memo: dict[int, bool] = {}
         self.tampering = self._tampering()
+        self.registering = self._registering()
 
     def line(self, node: ast.AST) -> str:
         """The student's line of code where ``node`` starts, stripped."""
@@ -477,8 +486,9 @@ class SourceScanner:
 
     def _uses(self, obj: StudentObject, forbidden: Sequence[str]) -> list[Finding]:
         hits: dict[str, Finding] = {}
-        if self.tampering is not None:
-            hits[TOUCHES_CHECKS] = self.tampering
+        for everywhere in (self.tampering, self.registering):
+            if everywhere is not None:
+                hits[str(everywhere)] = everywhere
         wanted: dict[str, str] = {}  # the identifier a student would write -> the name shown
         for name in forbidden:
             for word in ALWAYS_FORBIDDEN.get(name, [name.rsplit(".", 1)[-1]]):
@@ -486,6 +496,26 @@ class SourceScanner:
         if wanted:
             _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
         return list(hits.values())
+
+    # -- registering operators ---------------------------------------------------------------
+
+    def _registering(self) -> Finding | None:
+        """The first line that names a way to register operator kernels (REGISTRATION_NAMES): an
+        attribute, an import, or a string built from constants. None if no line does."""
+        for tree in self.trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute):
+                    names = [node.attr]
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [part for alias in node.names for part in alias.name.split(".")]
+                    names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
+                elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and id(node) not in self.docstrings:
+                    names = re.split(r"[.:]", fold(node) or "")
+                else:
+                    continue
+                if not REGISTRATION_NAMES.isdisjoint(names):
+                    return Finding(REGISTERS_OPERATORS, self.line(node))
+        return None
 
     # -- tampering with the checks -----------------------------------------------------------
 
