@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from classroom import REPO, Results, grade, make_submission, secret_lines
-from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
+from test_hostile import ASSIGNMENT, REFERENCE, RIGHT, SDPA, Attack, HostileClass, code
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -316,19 +316,12 @@ PRIVATE_ATTACKS = [
     # a public operator no check forbids (sigmoid) made a softmax, then reached through
     # F.sigmoid (Python): the student's own code is a right answer but for that one word
     Attack("private_as_kernel_of_public_operator", "calls PyTorch's private implementation", code("""
-        import functools, importlib, math, torch
+        import functools, importlib, torch
         import torch.nn.functional as F
         _kept = torch.library.Library("aten", "IMPL")
         _kept.impl("sigmoid", functools.partial(importlib.import_module("torch._" + "refs").softmax, dim=-1), "CPU")
-        def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
-            L, S = query.size(-2), key.size(-2)
-            scores = query @ key.transpose(-2, -1) * (1 / math.sqrt(query.size(-1)) if scale is None else scale)
-            if is_causal:
-                scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(), float("-inf"))
-            if attn_mask is not None:
-                scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-            weights = F.sigmoid(scores)
-            return weights @ value, weights"""), expect="at_most"),
+        """) + RIGHT.replace("weights = scores.softmax(-1)", "weights = F.sigmoid(scores)") + code("""
+        scaled_dot_product_attention = _right"""), expect="at_most"),
 ]
 
 
@@ -351,21 +344,22 @@ def test_private_implementations_earn_nothing(private, attack):
 # --------------------------------------------------------------------------------------------
 # 5. resources shared by everyone: RAM disks, the scratch folder, memory and output have a size per notebook
 
-FILL_RAM_DISKS = """
-import os
-written = {}
-for place in ("/tmp", "/dev/shm"):
-    written[place] = 0
-    for n in range(16):  # 16 files of 64 MiB (the largest file a kernel may write): 1 GiB each
+# files of `mib` MiB in `folder`, until a write fails: the MiB written
+FILL = """
+def fill(folder, tag, files=16, mib=64):
+    written = 0
+    for n in range(files):
         try:
-            with open(f"{place}/fill{n}", "wb") as f:
-                for _ in range(64):
+            with open(f"{folder}/{tag}{n}", "wb") as f:
+                for _ in range(mib):
                     f.write(b"x" * 2**20)
-                    written[place] += 1
+                    written += 1
         except OSError:
             break
-print("WROTE", max(written.values()), "MiB")
+    return written
 """
+# 16 files of 64 MiB (the largest file a kernel may write) in each: 1 GiB each
+FILL_RAM_DISKS = FILL + 'print("WROTE", max(fill(place, "fill") for place in ("/tmp", "/dev/shm")), "MiB")'
 PRINT_A_LOT = 'print("y" * (900 * 1024))'
 # four children of 1.25 GiB each: under the 4 GiB limit per process, 5 GiB together
 MEMORY_IN_CHILDREN = """
@@ -382,43 +376,22 @@ for _ in range(4):
     children.append(pid)
 print("CHILDREN", sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children))
 """
-FILL_SCRATCH = """
-written = 0
-try:
-    for n in range(32):  # 32 files of 32 MiB where the kernel works: 1 GiB
-        with open(f"fill{n}", "wb") as f:
-            for _ in range(32):
-                f.write(b"x" * 2**20)
-                written += 1
-except OSError:
-    pass
-print("SCRATCH", written, "MiB")
-"""
+FILL_SCRATCH = FILL + 'print("SCRATCH", fill(".", "fill", 32, 32), "MiB")'  # 1 GiB where the kernel works
 
 # the host's own disk: the folder of the kernel's sockets, found by its connection file, and the
 # scratch folder's mount in the sandbox, found in the mount table; from the cell, and from a thread
 # ipykernel started before the student's code ran
-FILL_HOST_FOLDERS = """
+FILL_HOST_FOLDERS = FILL + """
 import os, sys
 from ipykernel.connect import get_connection_file
 places = [os.path.dirname(get_connection_file())]
 places += [line.split()[4] for line in open("/proc/self/mountinfo") if " rw," in line and line.split()[4].startswith("/run")]
-written = 0
-def fill(place, tag):
-    global written
-    for n in range(16):
-        try:
-            with open(f"{place}/{tag}{n}", "wb") as f:
-                for _ in range(64):
-                    f.write(b"x" * 2**20)
-                    written += 1
-        except OSError:
-            return
+written = []
 for place in places:
-    fill(place, "cell")
-    sys.stdout.pub_thread.schedule(lambda place=place: fill(place, "thread"))
+    written.append(fill(place, "cell"))
+    sys.stdout.pub_thread.schedule(lambda place=place: written.append(fill(place, "thread")))
 sys.stdout.flush()
-print("HOST", written, "MiB in", len(places), "places")
+print("HOST", sum(written), "MiB in", len(places), "places")
 """
 # a RAM disk of no size, in a user and mount namespace of the kernel's own (unshare -Urm)
 UNSIZED_RAM_DISK = """
