@@ -177,7 +177,7 @@ def _grade(args) -> int:
         expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
         if not expected:
             raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks))
-        for hint in _layout_hints(root, assignments, notebooks):
+        for hint in [*_layout_hints(root, assignments, notebooks), *sandbox_hints(args.sandbox)]:
             print(f"autograder: warning: {hint}", file=sys.stderr)
         present = sorted({s.assignment for s in expected})
         groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
@@ -274,6 +274,18 @@ def _kernels_can_start() -> None:
     problem = socket_path_problem()
     if problem:
         raise InputError(problem)
+
+
+def sandbox_hints(sandbox: bool) -> list[str]:
+    """What the sandbox cannot hold on this machine, for the instructor to know before grading."""
+    from autograder.sandbox.bwrap import TMPFS_BYTES, _real_root
+    from autograder.sandbox.forkserver import landlock_version
+
+    if not sandbox or landlock_version():
+        return []
+    limit = f"up to {TMPFS_BYTES // 2**20} MiB, a RAM disk" if _real_root() else "limited per file only"
+    return [f"this Linux has no Landlock (5.13 or later): a kernel can write to its sandbox's scratch folder "
+            f"on this machine all along ({limit}); see the README's threat model"]
 
 
 def _local_workers(args, groups: int) -> int:

@@ -275,6 +275,20 @@ def test_collect_offers_the_naming_of_every_lms_it_knows():
     assert cli.EXPORT_FORMATS == tuple(lms.LMSS)
 
 
+def test_grading_warns_where_linux_cannot_confine_a_kernels_writes(monkeypatch):
+    """Without Landlock a kernel can write to its scratch folder all along (README): said once,
+    before grading, unless the instructor asked for no sandbox."""
+    from autograder import cli
+    from autograder.sandbox import forkserver
+
+    monkeypatch.setattr(forkserver, "landlock_version", lambda: 0)
+    (hint,) = cli.sandbox_hints(sandbox=True)
+    assert "no Landlock" in hint and "scratch folder" in hint
+    assert cli.sandbox_hints(sandbox=False) == []
+    monkeypatch.setattr(forkserver, "landlock_version", lambda: 3)
+    assert cli.sandbox_hints(sandbox=True) == []
+
+
 def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp_path):
     name = b"ann\xff".decode("utf-8", "surrogateescape")  # as os.listdir gives it
     writer = ResultsWriter(tmp_path / "out")
