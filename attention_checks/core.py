@@ -257,13 +257,17 @@ class ForbiddenCalls(TorchFunctionMode):
                 # and fake tensors: a student may count costs on the meta device); one that computes
                 # with data is one the notebook registered (torch.library), for an operator of its
                 # own or a public one that PyTorch's Python then called (torch.ops, F.sigmoid).
+                # (torch.vmap runs eight operators through decompositions too: not told apart.)
                 if not code.co_filename.startswith(_PRIVATE_DIRS):
                     return
                 below, caller = frame, frame.f_back
                 while (caller is not None and caller.f_code.co_filename.startswith(_TORCH_DIR)
                        and id(caller) not in open_c_calls):
                     below, caller = caller, caller.f_back
-                if caller is None or id(caller) in open_c_calls and _shapes_only(frame, caller):
+                if caller is None or id(caller) in open_c_calls and (
+                        # private code running private code through C (a generator it iterates)
+                        # was judged as it was called
+                        caller.f_code.co_filename.startswith(_PRIVATE_DIRS) or _shapes_only(frame, caller)):
                     return
                 # PyTorch importing its own modules: a first use of some operator imports torch._dynamo,
                 # whose imports run private modules' top-level code (definitions, registrations), and
