@@ -249,6 +249,9 @@ def test_a_private_implementation_handed_to_pytorch_to_call_is_still_the_student
     with ForbiddenCalls({}) as guard:
         out = torch.vmap(softmax, in_dims=(0, None, None))(torch.randn(2, 3, 4), -1, False)
     assert guard.seen == [PRIVATE_IMPLEMENTATIONS] and torch.allclose(out.sum(-1), torch.ones(2, 3))
+    with ForbiddenCalls({}) as guard:  # through C (functools), on vmap's batched tensors
+        out = torch.vmap(functools.partial(softmax, dim=-1, half_to_float=False))(torch.randn(2, 3, 4))
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS] and torch.allclose(out.sum(-1), torch.ones(2, 3))
     with ForbiddenCalls({}) as guard:  # the same, with a function of the student's own
         torch.vmap(lambda row: (row - row.max()).exp() / (row - row.max()).exp().sum())(torch.randn(2, 3))
     assert guard.seen == []
