@@ -421,13 +421,6 @@ TAMPERING = {
 }
 
 
-@pytest.mark.parametrize("name", TAMPERING)
-def test_tampering_with_the_checks_forfeits(name):
-    hits = found("softmax", SOFTMAX, SETUP, STABLE, TAMPERING[name])
-    assert hits == [TOUCHES_CHECKS]
-    assert hits[0].line and hits[0].line in TAMPERING[name]
-
-
 def test_tampering_counts_even_without_forbidden_names():
     """01 and 05 have no forbidden API: tampering still forfeits their checks."""
     assert found("softmax", [], STABLE, TAMPERING["import the machinery"]) == [TOUCHES_CHECKS]
@@ -448,11 +441,18 @@ REGISTERING = {
 }
 
 
-@pytest.mark.parametrize("name", REGISTERING)
-def test_registering_operator_kernels_anywhere_counts_against_every_graded_object(name):
-    hits = found("softmax", SOFTMAX, SETUP, STABLE, REGISTERING[name])
-    assert hits == [REGISTERS_OPERATORS] and hits[0].line and hits[0].line in REGISTERING[name]
-    assert found("softmax", [], STABLE, REGISTERING[name]) == [REGISTERS_OPERATORS]  # no forbidden API (01, 05)
+ANYWHERE = [pytest.param(finding, source, id=f"{what}: {name}") for finding, what, table in
+            [(TOUCHES_CHECKS, "tampering", TAMPERING), (REGISTERS_OPERATORS, "registering", REGISTERING)]
+            for name, source in table.items()]
+
+
+@pytest.mark.parametrize("finding, source", ANYWHERE)
+def test_tampering_or_registering_anywhere_counts_against_every_graded_object(finding, source):
+    """Touching the checks, or registering operator kernels: wherever it is in the notebook, the
+    graded object forfeits, with the line that did it."""
+    hits = found("softmax", SOFTMAX, SETUP, STABLE, source)
+    assert hits == [finding] and hits[0].line and hits[0].line in source
+    assert found("softmax", [], STABLE, source) == [finding]  # no forbidden API (01, 05)
 
 
 def test_words_like_the_registration_apis_in_the_students_own_names_do_not_count():

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from IPython.core.inputtransformer2 import TransformerManager
 
@@ -319,8 +319,9 @@ class SourceScanner:
         # graded names, and the code does not change between them
         self._uses_memo: dict[tuple[str, tuple[str, ...]], list[Finding]] = {}
         self._persists_memo: dict[int, bool] = {}
-        self.tampering = self._tampering()
-        self.registering = self._registering()
+        # what counts against every graded object, wherever it is in the notebook: its first line
+        self.tampering = self._first_line(TOUCHES_CHECKS, self._tampers)
+        self.registering = self._first_line(REGISTERS_OPERATORS, self._registers)
 
     def line(self, node: ast.AST) -> str:
         """The student's line of code where ``node`` starts, stripped."""
@@ -497,38 +498,35 @@ class SourceScanner:
             _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
         return list(hits.values())
 
-    # -- registering operators ---------------------------------------------------------------
-
-    def _registering(self) -> Finding | None:
-        """The first line that names a way to register operator kernels (REGISTRATION_NAMES): an
-        attribute, an import, or a string built from constants. None if no line does."""
+    def _first_line(self, name: str, counts: Callable[[ast.AST], bool]) -> Finding | None:
+        """``name`` with the first line of the student's code where ``counts(node)``, or None."""
         for tree in self.trees:
             for node in ast.walk(tree):
-                if isinstance(node, ast.Attribute):
-                    names = [node.attr]
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    names = [part for alias in node.names for part in alias.name.split(".")]
-                    names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
-                elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and id(node) not in self.docstrings:
-                    names = re.split(r"[.:]", fold(node) or "")
-                else:
-                    continue
-                if not REGISTRATION_NAMES.isdisjoint(names):
-                    return Finding(REGISTERS_OPERATORS, self.line(node))
+                if counts(node):
+                    return Finding(name, self.line(node))
         return None
+
+    # -- registering operators ---------------------------------------------------------------
+
+    def _registers(self, node: ast.AST) -> bool:
+        """Whether ``node`` names a way to register operator kernels (REGISTRATION_NAMES): an
+        attribute, an import, or a string built from constants."""
+        if isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [part for alias in node.names for part in alias.name.split(".")]
+            names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
+        elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and id(node) not in self.docstrings:
+            names = re.split(r"[.:]", fold(node) or "")
+        else:
+            return False
+        return not REGISTRATION_NAMES.isdisjoint(names)
 
     # -- tampering with the checks -----------------------------------------------------------
 
-    def _tampering(self) -> Finding | None:
-        """The first line that reaches into the checks' machinery, or None. Importing the
-        public checks, reading their documentation and calling them is fine."""
-        for tree in self.trees:
-            for node in ast.walk(tree):
-                if self._tampers(node):
-                    return Finding(TOUCHES_CHECKS, self.line(node))
-        return None
-
     def _tampers(self, node: ast.AST) -> bool:
+        """Whether ``node`` reaches into the checks' machinery. Importing the public checks,
+        reading their documentation and calling them is fine."""
         if isinstance(node, ast.Import):
             return any(_private_path(alias.name) for alias in node.names)
         if isinstance(node, ast.ImportFrom):
