@@ -358,9 +358,12 @@ def is_stub(error: BaseException) -> bool:
     return isinstance(error, NotImplementedError) and not str(error)
 
 
+NOT_IMPLEMENTED = "not implemented yet (raises NotImplementedError)"  # what a case of an untouched stub says
+
+
 def describe_error(error: BaseException) -> str:
     if is_stub(error):
-        return "not implemented yet (raises NotImplementedError)"
+        return NOT_IMPLEMENTED
     text = f"raised {type(error).__name__}: {error}".strip().rstrip(":")
     line = _where(error)
     return text + (f"\n      at: {line}" if line else "")

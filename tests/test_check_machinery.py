@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import warnings
 
@@ -132,6 +133,87 @@ def test_a_test_cell_the_executor_stopped_earns_nothing_whatever_it_recorded():
     verdict = CellVerdict.of(nb.cells[0])
     assert verdict.score == 0 and verdict.message.startswith("CellTimeoutError: the cell did not finish in time")
     assert "all 3 cases pass" in verdict.message
+
+
+# --------------------------------------------------------------------------
+# once a kernel has run hidden tests, reports quote nothing the student's code chose freely
+
+LEAK = "hidden_sdpa_cases = [dict(L=7, seed=4242)]"  # what a hook could have kept of a hidden test
+LEAK_CODES = [ord(c) for c in LEAK]
+
+
+def _leaking_outcomes() -> list[Outcome]:
+    """The three SMALL cases of a student's code that says LEAK every way a report quotes it: an
+    exception's type, message and the line it "raised at"; a shape; how far its values are off."""
+    off = (torch.full((2, 5, 8), LEAK_CODES[0] + 0.123), torch.zeros(2, 5, 5))
+    return [Outcome(error=f"raised Hidden_sdpa_cases: {LEAK}\n      at: {LEAK}"),
+            Outcome(value=(torch.zeros(0, *LEAK_CODES[:8]), None)),
+            Outcome(value=off)]
+
+
+def test_sealed_reports_quote_nothing_the_students_code_chose():
+    from attention_checks.answers.judging import Sealed
+
+    outcomes = _leaking_outcomes()
+    as_is = judge(SDPA, SMALL, outcomes, points=3, shown=3).text
+    assert "hidden_sdpa_cases" in as_is and ", ".join(map(str, LEAK_CODES[1:8])) in as_is  # the leak, quoted
+    sealed = judge(SDPA, SMALL, outcomes, points=3, shown=3, quoting=Sealed([])).text
+    assert "hidden_sdpa" not in sealed.lower() and "4242" not in sealed and "Hidden" not in sealed, sealed
+    assert not {str(c) for c in LEAK_CODES if c > 9} & set(re.findall(r"\b\d+\b", sealed)) and "123" not in sealed, sealed
+    # what stays: the grader's own words, the case's own sizes, each result's structure, rounded numbers
+    assert "raised an exception" in sealed and "shape (0, ?, ?, ?, ?, ?, ?, ?, ?), expected (2, 4, 8)" in sealed, sealed
+    assert "max abs error" in sealed and "3 of 3 cases fail" in sealed, sealed
+
+
+def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_own_lines():
+    from attention_checks.answers.judging import Sealed
+
+    crash = Outcome(error="raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (10x4 and 8x8)\n"
+                          "      at: output = query @ key_weights")
+    forged_line = Outcome(error="raised ValueError: anything\n      at: secret = 'kept from a hidden test'")
+    sealed = judge(SDPA, SMALL[:2], [crash, forged_line], points=2,
+                   quoting=Sealed(["def scaled_dot_product_attention(query, key, value):",
+                                   "    output = query @ key_weights"])).text
+    assert "raised RuntimeError\n" in sealed and "at: output = query @ key_weights" in sealed, sealed
+    assert "check which axes you transpose" in sealed  # the hint read off the message stays
+    assert "raised ValueError" in sealed and "secret" not in sealed and "anything" not in sealed, sealed
+    assert "mat1" not in sealed and "10x4" not in sealed
+
+
+def test_sealed_token_reports_show_the_expected_tokens_and_where_they_differ():
+    from attention_checks.answers.judging import Sealed
+
+    expected = torch.tensor([[1, 2, 3, 4]])
+    got = torch.tensor([[104, 105, 100, 4]])
+    as_is = compare(got, expected, torch.float32, "cpu")
+    sealed = compare(got, expected, torch.float32, "cpu", Sealed([]), frozenset(range(10)))
+    assert "104" in "\n".join(as_is.details)
+    shown = "\n".join([sealed.line, *sealed.details])
+    assert "104" not in shown and "105" not in shown and "got" not in shown, shown
+    assert "tokens differ at 3 of 4 positions" in sealed.line and "^" in shown and "1 2 3 4" in shown.replace(
+        "  ", " "), shown
+
+
+def test_verdicts_are_sealed_from_the_first_cell_that_holds_hidden_tests():
+    """The kernel's words are quoted until a hidden test runs; from that cell on, in the order the
+    kernel ran the cells, they are not, in hidden and visible test cells alike."""
+    from autograder.grading.judge import JudgeTests
+    from autograder.results import CellVerdict
+
+    def crashing(words):
+        return [new_output("display_data", data={MIME: dict(
+            check=SDPA.name, forbidden=[], outcomes=[_encode_outcome(Outcome(error=f"raised ValueError: {words}"),
+                                                                     torch.zeros(1)) for _ in SMALL])})]
+
+    hidden = _test_cell(crashing("said in the hidden test"))
+    hidden.source = f"### BEGIN HIDDEN TESTS\n{hidden.source}\n### END HIDDEN TESTS"
+    nb = nbformat.v4.new_notebook(cells=[_test_cell(crashing("said before")), hidden,
+                                         _test_cell(crashing("said after"))])
+    JudgeTests().preprocess(nb, {})
+    before, during, after = (CellVerdict.of(cell).message for cell in nb.cells)
+    assert "raised ValueError: said before" in before
+    assert "raised ValueError\n" in during and "said" not in during, during
+    assert "raised ValueError\n" in after and "said" not in after, after
 
 
 def test_scores_follow_the_fraction_of_cases():

@@ -233,11 +233,18 @@ def test_the_scratch_folders_link_is_made_again_whatever_a_kernel_left(tmp_path,
 # 2. hidden tests echoed back: a hook installed before the tests keeps every cell the kernel
 # compiles; the student's function then says it, wherever the grader might quote the kernel
 
+WORDS = "ant bee cat dog eel fox gnu hen ibis jay kite lark mole newt owl pig".split()
+
 KEEP_COMPILED = code("""
     import base64, sys
     _compiled = []
-    sys.addaudithook(lambda event, args: _compiled.append(args[0]) if event == "compile" and isinstance(
-        args[0], str) and "check_" in args[0] else None)
+    def _keep(event, args):  # IPython compiles each cell's source as bytes
+        if event != "compile" or not args:
+            return
+        source = args[0].decode(errors="replace") if isinstance(args[0], bytes) else args[0]
+        if isinstance(source, str) and "check_" in source:
+            _compiled.append(source)
+    sys.addaudithook(_keep)
     def _everything():
         return "\\n".join(_compiled[-4:])
     _honest = scaled_dot_product_attention""")
@@ -256,7 +263,39 @@ ECHO_ATTACKS = [
             if query.dim() == 4:
                 return type("T_" + "_".join(_everything().split()[:40]).replace("=", "_"), (), {})(), None
             raise TypeError(secret)"""), expect="at_most"),
+    # in an encoding of its own: two words per character, in a message
+    Attack("echo_in_own_words", "echoes hidden tests", KEEP_COMPILED + code(f"""
+        WORDS = {WORDS!r}
+        def scaled_dot_product_attention(*args, **kwargs):
+            said = [ord(c) % 256 for c in _everything()]
+            raise ValueError(" ".join(WORDS[c // 16] + " " + WORDS[c % 16] for c in said))"""), expect="at_most"),
+    # eight characters a call, from the hidden test's first name on, as the sizes of an empty
+    # tensor (made on the inputs' device, as the meta run wants): the report would quote its shape
+    Attack("echo_in_shapes", "echoes hidden tests", KEEP_COMPILED + code("""
+        _calls = []
+        def scaled_dot_product_attention(query, *args, **kwargs):
+            text = _everything()
+            start = text.find("hidden_") + 8 * len(_calls)
+            _calls.append(1) if "hidden_" in text else None
+            return torch.zeros(0, *[ord(c) % 256 for c in text[start:start + 8]], device=query.device), None"""),
+        expect="at_most"),
 ]
+
+
+def readings(shown: str) -> list[str]:
+    """What a student could read out of ``shown``: the text, its base64 runs decoded, and what
+    echo_in_own_words and echo_in_shapes encode, decoded."""
+    found = [shown]
+    for blob in re.findall(r"[A-Za-z0-9+/=]{24,}", shown):
+        found.append(base64.b64decode(blob + "===", validate=False).decode("utf-8", "replace"))
+    number = {word: i for i, word in enumerate(WORDS)}
+    for run in re.findall(rf"(?:\b(?:{'|'.join(WORDS)})\b ?)+", shown):
+        digits = [number[word] for word in run.split()]
+        for start in (0, 1):  # either word may come first
+            pairs = zip(digits[start::2], digits[start + 1::2])
+            found.append("".join(chr(16 * high + low) for high, low in pairs))
+    found.append("".join(chr(int(n)) for sizes in re.findall(r"\(0, ([\d, ]+)\)", shown) for n in sizes.split(", ")))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -268,12 +307,9 @@ def echoes(tmp_path_factory):
 def test_hidden_tests_are_never_echoed(echoes, attack):
     check_attacks(echoes, attack)
     hidden = secret_lines(ASSIGNMENT) - {line.strip() for source in REFERENCE.values() for line in source.splitlines()}
-    shown = shown_to_student(echoes, attack.name)
-    assert [line for line in hidden if line in shown] == []
-    for blob in re.findall(r"[A-Za-z0-9+/=]{24,}", shown):  # nothing hidden, once decoded either
-        decoded = base64.b64decode(blob + "===", validate=False).decode("utf-8", "replace")
-        assert [line for line in hidden if line in decoded] == []
-    assert not re.search(r"hidden_\w+_cases", shown)  # the names of the hidden tests' own variables
+    for reading in readings(shown_to_student(echoes, attack.name)):  # nothing hidden, decoded or not
+        assert [line for line in hidden if line in reading] == []
+        assert not re.search(r"hidden_\w+_cases", reading)  # the names of the hidden tests' own variables
 
 
 # --------------------------------------------------------------------------------------------

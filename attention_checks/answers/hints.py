@@ -26,9 +26,17 @@ def split_error(error: str) -> tuple[str, str]:
     return first, rest.split("at:", 1)[1].strip() if "at:" in rest else ""
 
 
-def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
+def _weight_names(state: Mapping[str, Any], shown: int = 12) -> str:
+    """The parameter names of a state dict the test loads, a stack's layers written once as layers.<i>."""
+    names = list(dict.fromkeys(re.sub(r"(^|\.)layers\.\d+\.", r"\1layers.<i>.", key) for key in state))
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def crash_hints(error: str, named: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> list[str]:
     """Hints for a case whose code raised, from the exception and the case's inputs (`named`:
-    argument name -> value as the case passes them; an optional argument it leaves out is None)."""
+    argument name -> value as the case passes them; an optional argument it leaves out is None;
+    `state`: the weights the test loads into the student's module, if it does)."""
     first, line = split_error(error)
     words = set(re.findall(r"[A-Za-z_]\w*", line))
     tensors = {n: v for n, v in named.items() if isinstance(v, torch.Tensor)}
@@ -87,11 +95,13 @@ def crash_hints(error: str, named: Mapping[str, Any]) -> list[str]:
         hints.append("This case's inputs have another number of dimensions than your code assumes: count "
                      "dimensions from the end (-1, -2), which works for any number of leading dimensions.")
     if re.search(r"WeightsDoNotFit|weights do not (fit|load)|has no parameters, so the weights", first):
-        hints.append("The test loads PyTorch's weights into your module: give it the same submodules and "
-                     "parameters, with the same names and shapes (nn.Linear or nn.LayerNorm submodules, "
-                     "nn.Parameter attributes, nn.ModuleList for a list of layers).")
+        names = f" ({_weight_names(state)})" if state else ""
+        hints.append(f"The test loads PyTorch's weights into your module{names}: name the submodules and parameters "
+                     "as these weights are named, with the same shapes (nn.Linear or nn.LayerNorm submodules, "
+                     "nn.Parameter attributes, nn.ModuleList for a list of layers: modules kept in a Python list "
+                     "are invisible to PyTorch).")
     if "EvalModeError" in first or "dropout must be off in eval mode" in first:
-        hints.append("In eval mode (after module.eval()) dropout must do nothing: use nn.Dropout modules, or "
+        hints.append("Dropout must be off in eval mode (after module.eval()): use nn.Dropout modules, or "
                      "F.dropout(x, p, training=self.training), never F.dropout(x, p) alone.")
     m = re.search(r"Expected key_padded_mask\.shape\[1\] to be (\d+), but got (\d+)", first)
     if m:

@@ -9,15 +9,19 @@ The same code judges in the student's own notebook (right after the probe) and i
 """
 from __future__ import annotations
 
+import builtins
+import functools
 import importlib
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from ..core import DEVICE, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name, quiet, tolerance
+from ..core import (DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name,
+                    quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
 from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
 
@@ -118,6 +122,21 @@ class Judged:
     dtype: torch.dtype  # the inputs' dtype: what the outputs must have, and their tolerance
     shown: str
     expected: dict[str, Any]
+    sizes: frozenset[int]  # the case's own numbers: its inputs' and outputs' sizes, its spec's integers
+
+
+def _sizes(*values: Any) -> set[int]:
+    found: set[int] = set()
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found |= set(value.shape)
+        elif isinstance(value, (tuple, list)):
+            found |= _sizes(*value)
+        elif isinstance(value, dict):
+            found |= _sizes(*value.values())
+        elif isinstance(value, int) and not isinstance(value, bool):
+            found.add(abs(value))
+    return found
 
 
 _JUDGED: dict[tuple[int, str], Judged] = {}
@@ -133,7 +152,8 @@ def judged(check: "Check", case: Mapping[str, Any]) -> Judged:
         x = inputs.as_reference()
         expected = answer_for(check).reference(x, spec)
         dtype = like.dtype if like is not None else torch.float32
-        _JUDGED[key] = Judged(spec, x, dtype, check.describe(inputs, spec), expected)
+        sizes = frozenset(_sizes(x.named, x.extra, spec, expected) | set(range(10)))
+        _JUDGED[key] = Judged(spec, x, dtype, check.describe(inputs, spec), expected, sizes)
     return _JUDGED[key]
 
 
@@ -201,6 +221,117 @@ def _short(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------
+# how a report quotes the student's code
+#
+# A report quotes what the student's code raised and returned: an error's message and the line it
+# raised at, a returned value, its type's name, shape and length, its token ids, how far its values
+# are off, and numbers that a hint reads off these. Once a grading kernel has run a hidden test,
+# the student's code may hold the test's source (a hook sees every cell compiled) and put it in
+# any of these. From then on the grader words its reports with `Sealed`: only what the student's
+# code could not have chosen freely, each a pick among a few.
+
+
+class Quoting:
+    """As it is: in the student's own notebook, and in the grader before any hidden test ran."""
+
+    tokens = True  # the student's token ids, beside the expected ones
+
+    def error(self, first: str) -> str:
+        """The first line of what a case raised ("raised Type: message")."""
+        return first
+
+    def line(self, line: str) -> str:
+        """The student's line it raised at ("": not shown)."""
+        return line
+
+    def value(self, got: Any) -> str:
+        return _short(got)
+
+    def type_name(self, got: Any) -> str:
+        return type(got).__name__
+
+    def size(self, n: int, sizes: frozenset[int]) -> str:
+        """A length, a count or one size of a shape that the student's code made."""
+        return str(n)
+
+    def shape(self, shape: Sequence[int], sizes: frozenset[int]) -> str:
+        return str(tuple(shape))
+
+    def magnitude(self, x: float) -> str:
+        return f"{x:.3g}"
+
+    def hint(self, text: str, sizes: frozenset[int]) -> str:
+        """A hint that quotes numbers read off the code's error or outputs."""
+        return text
+
+
+AS_IS = Quoting()
+
+
+class Sealed(Quoting):
+    """Nothing the student's code chose freely: an exception's type when Python, PyTorch or the
+    course defines it (no message), the line it raised at when it is one of the student's own
+    lines (`own_lines`), types of Python's own, sizes and counts when they are the case's own
+    numbers (its inputs' and outputs' sizes, its spec's integers, 0 to 9; else "?"), other numbers
+    (how far values are off, a returned number, a number a hint reads off an error) to two
+    significant digits, and no token ids. What a case's report says is then a pick among a few."""
+
+    tokens = False
+    NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
+
+    def __init__(self, own_lines: Iterable[str]):
+        self.own_lines = frozenset(line.strip() for line in own_lines if line.strip())
+
+    def error(self, first: str) -> str:
+        if first == NOT_IMPLEMENTED:
+            return first
+        name = re.match(r"raised ([A-Za-z_]\w*)", first)
+        return f"raised {name[1]}" if name and name[1] in known_exceptions() else "raised an exception"
+
+    def line(self, line: str) -> str:
+        return line if line.strip() in self.own_lines else ""
+
+    def value(self, got: Any) -> str:
+        if got is None or isinstance(got, bool):
+            return repr(got)
+        if isinstance(got, numbers.Real):
+            return self.magnitude(float(got)) if math.isfinite(got) else repr(float(got))
+        return f"a {self.type_name(got)}"
+
+    def type_name(self, got: Any) -> str:
+        kind = type(got)
+        return kind.__name__ if kind.__module__ == "builtins" or kind is torch.Tensor else "object of another type"
+
+    def size(self, n: int, sizes: frozenset[int]) -> str:
+        return str(n) if n in sizes else "?"
+
+    def shape(self, shape: Sequence[int], sizes: frozenset[int]) -> str:
+        return f"({', '.join(self.size(n, sizes) for n in shape)}{',' * (len(shape) == 1)})"
+
+    def magnitude(self, x: float) -> str:
+        return f"{x:.2g}"
+
+    def hint(self, text: str, sizes: frozenset[int]) -> str:
+        def sealed(number: re.Match) -> str:
+            value = float(number[0])
+            return number[0] if value.is_integer() and int(value) in sizes else self.magnitude(value)
+        return self.NUMBER.sub(sealed, text)
+
+
+@functools.cache
+def known_exceptions() -> frozenset[str]:
+    """The names of the exception types of Python's builtins, PyTorch's top-level and linalg
+    namespaces and the course's own modules (as the grader's process has them: a notebook's own
+    types are not among them)."""
+    from .. import core, modules as course_modules, registry
+
+    modules = [builtins, torch, torch.linalg, core, course_modules,
+               *map(importlib.import_module, registry.check_modules())]
+    return frozenset(value.__name__ for module in modules for value in vars(module).values()
+                     if isinstance(value, type) and issubclass(value, BaseException))
+
+
+# --------------------------------------------------------------------------
 # token ids: an integer output is read position by position, not as numbers
 #
 # A check whose output is a sequence of token ids (shift_right, greedy_decode, ...) needs nothing
@@ -225,10 +356,11 @@ def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and a.numel() > 0 and bool((a == b).all())
 
 
-def token_pattern(got: torch.Tensor, expected: torch.Tensor) -> str | None:
+def token_pattern(got: torch.Tensor, expected: torch.Tensor, quoting: Quoting = AS_IS) -> str | None:
     """What the difference between two batches of token sequences (..., T) looks like, in words, or
     None when it has no simple pattern: shifted by one, a token too many or too few at either end,
-    only the first or the last position wrong."""
+    only the first or the last position wrong (the tokens there named where `quoting` shows tokens)."""
+    listed = _listed if quoting.tokens else (lambda column: "other tokens")
     if got.dim() != expected.dim() or got.shape[:-1] != expected.shape[:-1] or expected.shape[-1] == 0:
         return None
     g, e = _rows(got), _rows(expected)
@@ -250,13 +382,13 @@ def token_pattern(got: torch.Tensor, expected: torch.Tensor) -> str | None:
     if k > 1 and _equal(g[:, :-1], e[:, 1:]):
         return "every token sits one position to the left of where it belongs (shifted left by one)"
     if k > 1 and _equal(g[:, 1:], e[:, :-1]):
-        first = "" if _equal(g[:, 0], e[:, 0]) else f", and position 0 holds {_listed(g[:, 0])}, not {_listed(e[:, 0])}"
+        first = "" if _equal(g[:, 0], e[:, 0]) else f", and position 0 holds {listed(g[:, 0])}, not {_listed(e[:, 0])}"
         return f"every token sits one position to the right of where it belongs (shifted right by one){first}"
     wrong = (g != e).any(0)
     if k > 1 and wrong.tolist() == [True] + [False] * (k - 1):
-        return f"only position 0 differs: {_listed(g[:, 0])} where {_listed(e[:, 0])} is expected"
+        return f"only position 0 differs: {listed(g[:, 0])} where {_listed(e[:, 0])} is expected"
     if k > 1 and wrong.tolist() == [False] * (k - 1) + [True]:
-        return f"only the last position differs: {_listed(g[:, -1])} where {_listed(e[:, -1])} is expected"
+        return f"only the last position differs: {listed(g[:, -1])} where {_listed(e[:, -1])} is expected"
     return None
 
 
@@ -266,7 +398,8 @@ def _listed(column: torch.Tensor) -> str:
         ", ..." if len(values) > 4 else "")
 
 
-def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2) -> tuple[str, list[str]]:
+def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2, quoting: Quoting = AS_IS,
+                sizes: frozenset[int] = frozenset()) -> tuple[str, list[str]]:
     """A report on token ids (..., T) that differ from the expected ones: a summary ("tokens differ at
     4 of 10 positions: <pattern>") and, for the first `rows` sequences that differ, the expected and
     the student's tokens side by side with a ^ under each position that differs:
@@ -274,45 +407,51 @@ def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2) -> tup
         sequence 0  expected   1   4   7   3
                     got        4   7   3   1
                                ^   ^   ^   ^
+
+    Without the student's row where `quoting` shows no tokens (`sizes`: the case's own numbers).
     """
     g, e = _rows(got), _rows(expected)
-    pattern = token_pattern(got, expected)
+    pattern = token_pattern(got, expected, quoting)
     if g.shape[0] != e.shape[0]:
-        return (pattern or f"{g.shape[0]} sequences, expected {e.shape[0]}"), []
+        return (pattern or f"{quoting.size(g.shape[0], sizes)} sequences, expected {e.shape[0]}"), []
     n, k = g.shape[-1], e.shape[-1]
     common = min(n, k)
     wrong = torch.zeros(g.shape[0], max(n, k), dtype=torch.bool)
     wrong[:, :common] = g[:, :common] != e[:, :common]
     wrong[:, common:] = True  # a position only one side has
     summary = f"tokens differ at {int(wrong.sum())} of {wrong.numel()} positions" if n == k else \
-        f"{n} tokens per sequence, expected {k}"
+        f"{quoting.size(n, sizes)} tokens per sequence, expected {k}"
     summary += f": {pattern}" if pattern else ""
-    width = max(len(str(v)) for v in [*g.flatten().tolist(), *e.flatten().tolist(), 0])
+    width = max(len(str(v)) for v in [*(g.flatten().tolist() if quoting.tokens else []), *e.flatten().tolist(), 0])
     cells = lambda values: " ".join(f"{v:>{width}}" for v in values.tolist())  # noqa: E731
     details: list[str] = []
     shown = [i for i in range(g.shape[0]) if wrong[i].any()]
     for i in shown[:rows]:
         label = f"sequence {i}"
-        details += [f"{label}  expected  {cells(e[i])}", f"{'':{len(label)}}  got       {cells(g[i])}",
-                    f"{'':{len(label)}}            " + " ".join(f"{'^' if w else '':>{width}}"
-                                                            for w in wrong[i].tolist()).rstrip()]
+        details += [f"{label}  expected  {cells(e[i])}"]
+        details += [f"{'':{len(label)}}  got       {cells(g[i])}"] if quoting.tokens else []
+        details += [f"{'':{len(label)}}            " + " ".join(f"{'^' if w else '':>{width}}"
+                                                              for w in wrong[i].tolist()).rstrip()]
     if len(shown) > rows:
         details.append(f"... and {len(shown) - rows} more sequence(s) that differ")
     return summary, details
 
 
-def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict:
-    """One output against its reference; `device` is where the inputs were when the code ran."""
+def compare(got: Any, expected: Any, dtype: torch.dtype, device: str, quoting: Quoting = AS_IS,
+            sizes: frozenset[int] = frozenset()) -> Verdict:
+    """One output against its reference; `device` is where the inputs were when the code ran;
+    `quoting`: how the line quotes `got` (`sizes`: the case's own numbers, for `Sealed`)."""
     if not isinstance(expected, torch.Tensor):
         ok = same_plain(got, expected)
-        return Verdict(ok, ok, "ok" if ok else f"got {_short(got)}, expected {_short(expected)}")
+        return Verdict(ok, ok, "ok" if ok else f"got {quoting.value(got)}, expected {_short(expected)}")
     if not isinstance(got, torch.Tensor):
-        return Verdict(False, False, f"expected a tensor, got {type(got).__name__}")
+        return Verdict(False, False, f"expected a tensor, got {quoting.type_name(got)}")
     shape, want = tuple(got.shape), tuple(expected.shape)
     tokens = is_tokens(expected)
     if shape != want:
-        summary, details = token_lines(got, expected) if tokens else ("", [])
-        return Verdict(False, False, f"shape {shape}, expected {want}" + (f"; {summary}" if summary else ""), details)
+        summary, details = token_lines(got, expected, quoting=quoting, sizes=sizes) if tokens else ("", [])
+        return Verdict(False, False, f"shape {quoting.shape(shape, sizes)}, expected {want}"
+                       + (f"; {summary}" if summary else ""), details)
     problems = []
     want_dtype = dtype if expected.is_floating_point() else expected.dtype
     if got.dtype != want_dtype:
@@ -328,7 +467,7 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict
     details = []
     values_ok = torch.allclose(values, expected.to(torch.float64), **tol)
     if not values_ok and tokens:
-        summary, details = token_lines(got, expected)
+        summary, details = token_lines(got, expected, quoting=quoting, sizes=sizes)
         problems.append(summary)
     elif not values_ok:
         expected = expected.to(torch.float64)
@@ -337,9 +476,9 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str) -> Verdict
         text = "values differ"
         if finite.any() and (values - expected)[finite].abs().max().item() > 0:
             err = (values - expected)[finite].abs().max().item()
-            text += f": max abs error {err:.3g} (allowed {tol['atol']:g} + {tol['rtol']:g}·|expected|)"
+            text += f": max abs error {quoting.magnitude(err)} (allowed {tol['atol']:g} + {tol['rtol']:g}·|expected|)"
         if nonfinite:
-            text += f"{',' if ':' in text else ':'} {nonfinite} NaN/inf where the reference has none"
+            text += f"{',' if ':' in text else ':'} {quoting.size(nonfinite, sizes)} NaN/inf where the reference has none"
         problems.append(text)
     line = "; ".join([f"shape {shape} ok", *problems] + (["values ok"] if values_ok else []))
     return Verdict(structure_ok, values_ok, line, details)
@@ -354,8 +493,10 @@ def _float32_only(got: Mapping[str, Any], expected: Mapping[str, Any], dtype: to
         for n, e in expected.items())
 
 
-def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[str]) -> list[str]:
-    """Hints of the known mistakes that explain the outputs in `wrong`, first match first."""
+def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[str],
+             quoting: Quoting = AS_IS) -> list[str]:
+    """Hints of the known mistakes that explain the outputs in `wrong`, first match first (else
+    what the failing pattern says, its numbers quoted as `quoting` allows)."""
     hints = []
     with quiet():
         mistakes = list(merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected)).values())
@@ -395,7 +536,7 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     if not hints:  # no known mistake: what the failing pattern itself says
         masks = {n: v for n, v in case.x.named.items() if "mask" in n and v is not None}
         for name in sorted(wrong):
-            hints += pattern_hints(name, got.get(name), case.expected[name], masks)
+            hints += [quoting.hint(h, case.sizes) for h in pattern_hints(name, got.get(name), case.expected[name], masks)]
     return list(dict.fromkeys(hints))  # several outputs with one pattern: its hint once
 
 
@@ -403,7 +544,9 @@ def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
     answer = answer_for(check)
     with quiet():
         own = answer.crash(case.x, case.spec, error) if answer.crash else []
-    return own or crash_hints(error, case.x.named)  # the check's own reading of a crash is the sharper one
+    state = case.x.extra.get("state")
+    state = state if isinstance(state, Mapping) and state else None  # the weights the test loads, if any
+    return own or crash_hints(error, case.x.named, state)  # the check's own reading of a crash is the sharper one
 
 
 # --------------------------------------------------------------------------
@@ -418,11 +561,12 @@ class CaseResult:
     not_implemented: bool = False
 
 
-def _unpack(result: Any, names: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+def _unpack(result: Any, names: Sequence[str], quoting: Quoting, sizes: frozenset[int]) -> tuple[dict[str, Any], str | None]:
     if len(names) == 1:
         return {names[0]: result}, None
     if not isinstance(result, (tuple, list)) or len(result) != len(names):
-        what = f"a {type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
+        what = f"a {quoting.type_name(result)}" + (f" of length {quoting.size(len(result), sizes)}"
+                                                   if isinstance(result, (tuple, list)) else "")
         return {}, f"expected a tuple ({', '.join(names)}), got {what}"
     return dict(zip(names, result)), None
 
@@ -431,27 +575,39 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
                  "x[...] = ...): the caller's tensor changes too. Work on a new tensor (masked_fill, x.clone()).")
 
 
-def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> CaseResult:
+def _quoted_error(error: str, quoting: Quoting) -> tuple[str, str, str]:
+    """A probe's error as `quoting` shows it: its first line and its line (`at:`, or ""), the
+    exception's own further lines (overloads...) left out; and the error as the hints may read it
+    (without its line where that is not shown)."""
+    first, line = split_error(error)
+    shown = quoting.line(line)
+    return quoting.error(first), shown, error if shown == line else first
+
+
+def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quoting: Quoting = AS_IS) -> CaseResult:
+    """One case: its share of the points, and what went wrong, quoted as `quoting` allows."""
+    seal = lambda hints: [quoting.hint(h, case.sizes) for h in hints]  # noqa: E731 - hints read off the code's error
     if outcome.error is not None:
+        first, line, read = _quoted_error(outcome.error, quoting)
         hints = ([] if outcome.not_implemented else
-                 device_hints(outcome.error, case.x.named, check.kind) if device_bug(outcome.error) else
-                 _crash_hints(check, case, outcome.error))
-        first, line = split_error(outcome.error)  # an exception's own further lines (overloads...) left out
-        return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), hints,
+                 device_hints(read, case.x.named, check.kind) if device_bug(read) else
+                 _crash_hints(check, case, read))
+        return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), seal(hints),
                           not_implemented=outcome.not_implemented)
     if device_bug(outcome.meta_error):
         # ran on the CPU, but on a GPU it crashes (probe.on_meta): judged as a GPU grader judges it, a crash
-        _, line = split_error(outcome.meta_error)
+        _, line, read = _quoted_error(outcome.meta_error, quoting)
         lines = ["raised RuntimeError on a GPU: a tensor on the CPU meets the inputs on cuda"]
         return CaseResult(0.0, lines + ([f"  at: {line}"] if line else []),
-                          device_hints(outcome.meta_error, case.x.named, check.kind))
+                          seal(device_hints(read, case.x.named, check.kind)))
     # what the reference gives, in its order: usually check.outputs, but a case may judge something else
     # (a module's parameter names, whether the weights are None)
     names = list(case.expected)
-    got, problem = _unpack(outcome.value, names)
+    got, problem = _unpack(outcome.value, names, quoting, case.sizes)
     if problem:
         return CaseResult(0.0, [problem])
-    verdicts = {name: compare(got[name], case.expected[name], case.dtype, device) for name in names}
+    verdicts = {name: compare(got[name], case.expected[name], case.dtype, device, quoting, case.sizes)
+                for name in names}
     fraction = sum(v.fraction for v in verdicts.values()) / len(verdicts)
     width = max(map(len, names))
     lines = [text for name, v in verdicts.items()
@@ -460,13 +616,14 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str) -> C
     hints = []
     if outcome.modified:
         fraction = min(fraction, STRUCTURE_SHARE)
-        lines.append(f"changed {', '.join(outcome.modified)} in place")
+        changed = [name for name in outcome.modified if name in case.x.named] or ["an input"]  # (the probe names inputs)
+        lines.append(f"changed {', '.join(changed)} in place")
         hints.append(IN_PLACE_HINT)
     if fraction == 1:
         return CaseResult(1.0)
     wrong = {name for name, v in verdicts.items() if not v.values_ok}
     if wrong:
-        hints = diagnose(got, case, check, wrong) + hints
+        hints = diagnose(got, case, check, wrong, quoting) + hints
     misfits = {name: got[name] for name, v in verdicts.items()  # the right shape, the wrong dtype or device
                if not v.structure_ok and isinstance(case.expected[name], torch.Tensor)
                and isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(case.expected[name].shape)}
@@ -507,14 +664,15 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
           forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
-          most: int = 5) -> Report:
-    """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded)."""
+          most: int = 5, quoting: Quoting = AS_IS) -> Report:
+    """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded);
+    `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests)."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
     built = [judged(check, case) for case in cases]
     if devices is None:
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
-    results = [judge_case(check, o, b, d) for o, b, d in zip(outcomes, built, devices)]
+    results = [judge_case(check, o, b, d, quoting) for o, b, d in zip(outcomes, built, devices)]
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction == 1:
         return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")
@@ -546,9 +704,10 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
 
 
 def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]], *, points: float,
-                  found: Sequence[str] = ()) -> Report:
+                  found: Sequence[str] = (), quoting: Quoting = AS_IS) -> Report:
     """The grader's side: a test cell's record from the kernel, and the forbidden uses the grader
-    found in the student's source (`found`); the kernel's own observation can only add to them."""
+    found in the student's source (`found`); the kernel's own observation can only add to them.
+    `quoting`: how the report quotes what the kernel recorded."""
     if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list) \
             or len(record["outcomes"]) != len(cases):
         return Report(0.0, points, f"✗ {check.name}: no result was recorded for this test (0 / {points:g} points). "
@@ -561,4 +720,4 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     kernel_seen = [n for n in recorded if isinstance(n, str) and n in names] if isinstance(recorded, list) else []
     by_name = {str(f): f for f in found}
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
-    return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices)
+    return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting)

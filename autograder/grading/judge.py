@@ -16,21 +16,18 @@ import ast
 import builtins
 import contextlib
 import io
-import re
 from typing import Any, Sequence
 
-import torch
 from IPython.core.inputtransformer2 import TransformerManager
 from nbformat.v4 import new_output
 from nbgrader.preprocessors import NbGraderPreprocessor, SaveAutoGrades
 
 from attention_checks import registry
-from attention_checks.answers.judging import Report, judge_records
+from attention_checks.answers.judging import AS_IS, Quoting, Report, Sealed, judge_records
 from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from autograder.cells import (BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_student_cell, is_test_cell,
-                              nbgrader_metadata)
+from autograder.cells import grade_id_of, holds_hidden_tests, is_student_cell, is_test_cell, nbgrader_metadata
 from autograder.grading.scanner import SourceScanner, StudentObject
 from autograder.results import VERDICT, CellVerdict, executor_error, observed
 
@@ -71,91 +68,21 @@ class Replay:
         return not self.tampered and not self.records
 
 
-DTYPE_NAMES = {str(v).removeprefix("torch.") for v in vars(torch).values() if isinstance(v, torch.dtype)}
-
-
-class HiddenText:
-    """What the kernel may not say: the code of the notebook's hidden tests.
-
-    Once a hidden test has been compiled, the student's code may hold its source (a hook sees
-    every cell compiled) and put it in what it returns or raises. What the grader shows of a
-    record is judged values and its own words, except a few texts taken from the kernel: an
-    error's message and the line it raised at, a string the code returned, the name of an object's
-    type, the names of inputs changed in place. Each of these is shown only if it holds no
-    token of the hidden tests' code that the course's own cells do not show anyway (a number of
-    three digits or more, a name with an underscore or a digit: seeds, sizes, their names), none of their lines, and no long run of letters and digits (base64, hex: encoded
-    data); else it is replaced by a note."""
-
-    REDACTED = "[not shown: it could carry the code of hidden tests]"
-    ENCODED = re.compile(r"[A-Za-z0-9+/=]{24,}")
-    TOKEN = re.compile(r"\w+")
-    SECRET = re.compile(r"\d{3,}|[A-Za-z]\w*[_\d]\w*")  # seeds, sizes, names of the hidden code's own
-
-    def __init__(self, cells):
-        hidden, visible = [], []
-        for cell in cells:
-            if is_student_cell(cell):
-                continue  # what the course shows, not what the student wrote (a cell of every number, say)
-            inside = False
-            for line in cell.source.splitlines():
-                if BEGIN_HIDDEN_TESTS in line or END_HIDDEN_TESTS in line:
-                    inside = BEGIN_HIDDEN_TESTS in line
-                    continue
-                (hidden if inside else visible).append(line)
-        known = set(self.TOKEN.findall("\n".join(visible))) | DTYPE_NAMES
-        code = re.sub(r"#.*", "", "\n".join(hidden))  # comments: words any message could hold
-        self.tokens = {t for t in self.TOKEN.findall(code) if t not in known and self.SECRET.fullmatch(t)}
-        self.lines = {line.strip() for line in hidden if len(line.strip()) >= 8}
-
-    def shows(self, text: str) -> bool:
-        return not (self.ENCODED.search(text) or any(line in text for line in self.lines)
-                    or not self.tokens.isdisjoint(self.TOKEN.findall(text)))
-
-    def clean(self, text: Any) -> Any:
-        return text if not isinstance(text, str) or self.shows(text) else self.REDACTED
-
-    def record(self, record: Any) -> Any:
-        """``record`` with every text the kernel wrote that the grader may show checked."""
-        if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list):
-            return record
-        return {**record, "outcomes": [self._outcome(o) for o in record["outcomes"]]}
-
-    def _outcome(self, outcome: Any) -> Any:
-        if not isinstance(outcome, dict):
-            return outcome
-        cleaned = {key: self.clean(outcome.get(key)) for key in ("error", "meta_error") if key in outcome}
-        if isinstance(outcome.get("modified"), list):
-            cleaned["modified"] = [n for n in outcome["modified"] if isinstance(n, str) and self.shows(n)]
-        if "value" in outcome:
-            cleaned["value"] = self._value(outcome["value"])
-        return {**outcome, **cleaned}
-
-    def _value(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        if isinstance(value.get("plain"), str) and not self.shows(value["plain"]):
-            return {"object": "str"}
-        if "object" in value and not self.shows(str(value["object"])):
-            return {"object": "object"}
-        if isinstance(value.get("sequence"), list):
-            return {**value, "sequence": [self._value(v) for v in value["sequence"]]}
-        return value
-
-
 class JudgedCheck:
     """What a declared check's name means while the grader re-runs a test cell: judge the
-    cell's next record, its kernel texts checked against the hidden tests, against the
-    references built here, with the forbidden uses found in the student's source. The report
-    goes to ``reports`` as data (in the kernel, the same check prints it or raises it)."""
+    cell's next record against the references built here, with the forbidden uses found in the
+    student's source, quoting the kernel as ``quoting`` allows. The report goes to ``reports`` as
+    data (in the kernel, the same check prints it or raises it)."""
 
-    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, hidden: HiddenText,
+    def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, quoting: Quoting,
                  reports: list[Report]):
-        self.check, self.replay, self.scanner, self.hidden, self.reports = check, replay, scanner, hidden, reports
+        self.check, self.replay, self.scanner, self.quoting, self.reports = check, replay, scanner, quoting, reports
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
         found = self.scanner.uses(student, self.check.forbidden_names)
-        record = self.hidden.record(self.replay.take(self.check.name))
-        self.reports.append(judge_records(self.check, record, cases, points=points, found=found))
+        record = self.replay.take(self.check.name)
+        self.reports.append(judge_records(self.check, record, cases, points=points, found=found,
+                                          quoting=self.quoting))
 
 
 def run_test_source(source: str, shared: dict) -> Any:
@@ -172,19 +99,29 @@ def run_test_source(source: str, shared: dict) -> Any:
 class JudgeTests(NbGraderPreprocessor):
     """Judge each test cell on its records: the verdict (``CellVerdict``) goes into the cell's
     metadata as data, and the cell's outputs are replaced by that verdict as the feedback page
-    shows it."""
+    shows it.
+
+    From the first cell that holds hidden tests on (in the order the kernel ran the cells), the
+    student's code may hold their source: a hook sees every cell compiled. From there the
+    verdicts quote nothing the code chose freely (``Sealed``): what a case raised is its
+    exception's type and the student's own line, a wrong result is its shape and how far it is
+    off; the hints stay. Until there, the kernel has seen no hidden test, and its errors and
+    values are quoted as the student's own notebook quotes them."""
 
     def preprocess(self, nb, resources):
-        scanner = SourceScanner([c.source for c in nb.cells if is_student_cell(c)])
-        hidden = HiddenText(nb.cells)
+        student_sources = [c.source for c in nb.cells if is_student_cell(c)]
+        scanner = SourceScanner(student_sources)
+        quoting: Quoting = AS_IS
         for cell in nb.cells:
             cell.get("metadata", {}).pop(VERDICT, None)  # only the grader's own verdicts count
+            if holds_hidden_tests(cell):
+                quoting = Sealed("\n".join(student_sources).splitlines())
             if is_test_cell(cell):
-                verdict, cell.outputs = self.judge(cell, scanner, hidden)
+                verdict, cell.outputs = self.judge(cell, scanner, quoting)
                 verdict.write(cell)
         return nb, resources
 
-    def judge(self, cell, scanner: SourceScanner, hidden: HiddenText) -> tuple[CellVerdict, list]:
+    def judge(self, cell, scanner: SourceScanner, quoting: Quoting) -> tuple[CellVerdict, list]:
         """The verdict on ``cell``, and the outputs that show it."""
         points = float(nbgrader_metadata(cell).get("points", 0))
         # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own
@@ -196,14 +133,15 @@ class JudgeTests(NbGraderPreprocessor):
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, reports, replay = io.StringIO(), [], Replay(records)
         # the check names mean: judge the cell's next record (every other name is the student's)
-        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, hidden, reports)
+        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports)
                                                for name, check in registry.load_all().items()}}
         error = None  # (the error's name, its text)
         try:
             with contextlib.redirect_stdout(printed):
                 run_test_source(cell.source, shared)
         except Exception as failure:  # noqa: BLE001 - the test could not be judged: no points
-            error = (type(failure).__name__, f"this test could not be graded: {failure}")
+            why = failure if quoting is AS_IS else f"({type(failure).__name__})"
+            error = (type(failure).__name__, f"this test could not be graded: {why}")
         if not replay.genuine:  # a record the genuine checks did not emit: forged
             printed, reports = io.StringIO(), []
             error = ("CheckFailed", "this test's recorded results were tampered with (a record that the test's own "

@@ -1,6 +1,6 @@
 # Calls .view on the transposed tensor, which fails unless a head or the length is 1.
 # expect: partial
-# hint: view size is not compatible
+# hint: view cannot merge dimensions
 # %% cell: merge_heads
 def merge_heads(x):
     """Concatenate the heads again: the inverse of split_heads.

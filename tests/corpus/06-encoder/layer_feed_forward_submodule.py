@@ -1,7 +1,7 @@
 # Reuses the FeedForward class as a submodule: right computation, but its parameters are
 # named ffn.linear1.weight, ... and PyTorch's weights do not load.
 # expect: partial
-# hint: name the submodules and parameters as nn.TransformerEncoderLayer does
+# hint: name the submodules and parameters as these weights are named
 # %% cell: encoder_layer
 class EncoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1):
