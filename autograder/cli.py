@@ -177,7 +177,9 @@ def _grade(args) -> int:
         expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
         if not expected:
             raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks))
-        for hint in [*_layout_hints(root, assignments, notebooks), *sandbox_hints(args.sandbox)]:
+        graded_here = not (args.scheduler or args.scheduler_file)  # a cluster's workers grade on their machines
+        for hint in [*_layout_hints(root, assignments, notebooks),
+                     *sandbox_hints(args.sandbox, args.memory if graded_here else 0)]:
             print(f"autograder: warning: {hint}", file=sys.stderr)
         present = sorted({s.assignment for s in expected})
         groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
@@ -276,16 +278,25 @@ def _kernels_can_start() -> None:
         raise InputError(problem)
 
 
-def sandbox_hints(sandbox: bool) -> list[str]:
-    """What the sandbox cannot hold on this machine, for the instructor to know before grading."""
+def sandbox_hints(sandbox: bool, memory_mib: int = 0) -> list[str]:
+    """What the sandbox cannot hold on this machine, for the instructor to know before grading
+    (``memory_mib``: the --memory limit of kernels graded here; 0: none, or graded elsewhere)."""
     from autograder.sandbox.bwrap import TMPFS_BYTES, _real_root
+    from autograder.sandbox.cgroups import memory_groups_available
     from autograder.sandbox.forkserver import landlock_version
 
-    if not sandbox or landlock_version():
+    if not sandbox:
         return []
-    limit = f"up to {TMPFS_BYTES // 2**20} MiB, a RAM disk" if _real_root() else "limited per file only"
-    return [f"this Linux has no Landlock (5.13 or later): a kernel can write to its sandbox's scratch folder "
-            f"on this machine all along ({limit}); see the README's threat model"]
+    hints = []
+    if not landlock_version():
+        limit = f"up to {TMPFS_BYTES // 2**20} MiB, a RAM disk" if _real_root() else "limited per file only"
+        hints.append(f"this Linux has no Landlock (5.13 or later): a kernel can write to its sandbox's scratch folder "
+                     f"on this machine all along ({limit}); see the README's threat model")
+    if memory_mib and not memory_groups_available():
+        hints.append(f"no memory control group can be made here (the grader is not root, and its cgroup does not "
+                     f"delegate the memory controller): --memory {memory_mib} limits each process of a kernel, not "
+                     "all of them together; see the README's threat model")
+    return hints
 
 
 def _local_workers(args, groups: int) -> int:

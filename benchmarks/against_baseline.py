@@ -14,6 +14,7 @@ less than the wall time. Exits 1 if the two revisions' grades.csv or results.jso
 from __future__ import annotations
 
 import filecmp
+import json
 import statistics
 import tempfile
 from pathlib import Path
@@ -59,15 +60,31 @@ def main() -> int:
                 print(f"  run {run}: {name:<14} {seconds:6.1f} s, CPU {'-' if cpu is None else f'{cpu:.1f}'} s",
                       flush=True)
         # scores, and every test's message and hint
-        differ = [name for name in ("grades.csv", "results.json") if not filecmp.cmp(
-            tmp / f"out-{args.baseline.replace(' ', '-')}-0" / name, tmp / "out-working-tree-0" / name, shallow=False)]
+        before, after = tmp / f"out-{args.baseline.replace(' ', '-')}-0", tmp / "out-working-tree-0"
+        differ = [name for name in ("grades.csv", "results.json")
+                  if not filecmp.cmp(before / name, after / name, shallow=False)]
+        messages = changed_messages(before / "results.json", after / "results.json") if "results.json" in differ else None
     print()
     for what, index in (("wall", 0), ("CPU", 1))[:1 if times[args.baseline][0][1] is None else 2]:
         base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in compared)
         print(f"{what:<4} per notebook: {args.baseline} {base:.2f} s ({base / unit:.2f} torch), working tree "
               f"{now:.2f} s ({now / unit:.2f} torch), ratio {now / base:.2f}")
     print(f"grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")
+    if messages is not None:
+        print(f"results.json without the tests' messages: {'the same' if messages[0] else 'DIFFERENT'}; "
+              f"{messages[1]} of {messages[2]} tests' messages differ")
     return 1 if differ else 0
+
+
+def changed_messages(before: Path, after: Path) -> tuple[bool, int, int]:
+    """(whether the two results.json are the same without their tests' messages, how many messages
+    differ, how many tests there are): a change of wording alone leaves every score and status."""
+    def split(path: Path) -> tuple[list, list[str]]:
+        notebooks = json.loads(path.read_text())
+        texts = [test.pop("message", None) for notebook in notebooks for test in notebook.get("tests", [])]
+        return notebooks, texts
+    (old, old_texts), (new, new_texts) = split(before), split(after)
+    return old == new, sum(a != b for a, b in zip(old_texts, new_texts)), len(new_texts)
 
 
 if __name__ == "__main__":

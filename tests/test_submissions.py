@@ -289,6 +289,34 @@ def test_grading_warns_where_linux_cannot_confine_a_kernels_writes(monkeypatch):
     assert cli.sandbox_hints(sandbox=True) == []
 
 
+def test_grading_warns_where_no_memory_group_can_hold_a_kernels_processes_together(monkeypatch):
+    """Without a memory control group --memory limits each process, not all of a kernel's
+    together (README): said before grading here, not for a cluster's workers (memory 0 here)."""
+    from autograder import cli
+    from autograder.sandbox import cgroups, forkserver
+
+    monkeypatch.setattr(forkserver, "landlock_version", lambda: 3)
+    monkeypatch.setattr(cgroups, "memory_groups_available", lambda: False)
+    (hint,) = cli.sandbox_hints(sandbox=True, memory_mib=4096)
+    assert "no memory control group" in hint and "--memory 4096 limits each process" in hint
+    assert cli.sandbox_hints(sandbox=True, memory_mib=0) == cli.sandbox_hints(sandbox=False, memory_mib=4096) == []
+    monkeypatch.setattr(cgroups, "memory_groups_available", lambda: True)
+    assert cli.sandbox_hints(sandbox=True, memory_mib=4096) == []
+
+
+def test_a_memory_group_is_found_as_the_sandbox_makes_one():
+    """The probe behind that warning makes a group as a sandbox does, and leaves none behind."""
+    from autograder.sandbox import cgroups
+
+    hierarchy = cgroups._hierarchy()
+    before = sorted(p.name for p in hierarchy.own_group.iterdir()) if hierarchy else []
+    made = cgroups.MemoryGroup.create(2**30)
+    if made is not None:
+        made.remove()
+    assert cgroups.memory_groups_available() == (made is not None)
+    assert (sorted(p.name for p in hierarchy.own_group.iterdir()) if hierarchy else []) == before
+
+
 def test_a_student_folder_name_that_is_not_utf8_is_reported_as_it_is_on_disk(tmp_path):
     name = b"ann\xff".decode("utf-8", "surrogateescape")  # as os.listdir gives it
     writer = ResultsWriter(tmp_path / "out")

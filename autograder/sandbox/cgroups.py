@@ -82,6 +82,14 @@ def _hierarchy() -> _Hierarchy | None:
     return None
 
 
+def memory_groups_available() -> bool:
+    """Whether this process can make a sandbox's memory group (it makes one and removes it)."""
+    group = MemoryGroup.create(2**30)
+    if group is not None:
+        group.remove()
+    return group is not None
+
+
 class MemoryGroup:
     """A memory control group for one sandbox, limited to ``limit_bytes`` in all."""
 
