@@ -13,6 +13,7 @@ less than the wall time. Exits 1 if the two revisions' grades.csv or results.jso
 """
 from __future__ import annotations
 
+import csv
 import filecmp
 import json
 import statistics
@@ -64,16 +65,30 @@ def main() -> int:
         differ = [name for name in ("grades.csv", "results.json")
                   if not filecmp.cmp(before / name, after / name, shallow=False)]
         messages = changed_messages(before / "results.json", after / "results.json") if "results.json" in differ else None
+        scores = changed_scores(before / "grades.csv", after / "grades.csv") if "grades.csv" in differ else []
     print()
     for what, index in (("wall", 0), ("CPU", 1))[:1 if times[args.baseline][0][1] is None else 2]:
         base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in compared)
         print(f"{what:<4} per notebook: {args.baseline} {base:.2f} s ({base / unit:.2f} torch), working tree "
               f"{now:.2f} s ({now / unit:.2f} torch), ratio {now / base:.2f}")
     print(f"grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")
+    for student, assignment, old, new in scores:
+        print(f"  {student} {assignment}: {old} -> {new}")
     if messages is not None:
         print(f"results.json without the tests' messages: {'the same' if messages[0] else 'DIFFERENT'}; "
               f"{messages[1]} of {messages[2]} tests' messages differ")
     return 1 if differ else 0
+
+
+def changed_scores(before: Path, after: Path) -> list[tuple[str, str, str, str]]:
+    """The students whose score or status differs: (student, assignment, "score status" before, after)."""
+    def rows(path: Path) -> dict[tuple[str, str], str]:
+        with path.open(newline="") as file:
+            return {(r["student_id"], r["assignment"]): f"{r['score']}/{r['max_score']} {r['status']}"
+                    for r in csv.DictReader(file)}
+    old, new = rows(before), rows(after)
+    return [(*key, old.get(key, "-"), new.get(key, "-")) for key in sorted(old.keys() | new.keys())
+            if old.get(key) != new.get(key)]
 
 
 def changed_messages(before: Path, after: Path) -> tuple[bool, int, int]:
