@@ -307,9 +307,13 @@ def echoes(tmp_path_factory):
 def test_hidden_tests_are_never_echoed(echoes, attack):
     check_attacks(echoes, attack)
     hidden = secret_lines(ASSIGNMENT) - {line.strip() for source in REFERENCE.values() for line in source.splitlines()}
-    for reading in readings(shown_to_student(echoes, attack.name)):  # nothing hidden, decoded or not
+    found = readings(shown_to_student(echoes, attack.name))
+    for reading in found:  # nothing hidden, decoded or not
         assert [line for line in hidden if line in reading] == []
         assert not re.search(r"hidden_\w+_cases", reading)  # the names of the hidden tests' own variables
+    if attack.name != "echo_in_shapes":  # (it says nothing before a hidden test)
+        # the attack works: before the first hidden test, what it kept of the visible tests is readable
+        assert any("check_scaled_dot_product_attention(" in reading for reading in found)
 
 
 # --------------------------------------------------------------------------------------------

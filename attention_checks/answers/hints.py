@@ -33,6 +33,26 @@ def _weight_names(state: Mapping[str, Any], shown: int = 12) -> str:
     return ", ".join(names[:shown]) + more
 
 
+def _weights_hint(first: str, state: Mapping[str, Any]) -> str:
+    """Why the test's weights (`state`) do not load into the student's module, from the error's
+    first line: no parameters at all, parameters of other names, or of other shapes."""
+    names = f" ({_weight_names(state)})" if state else ""
+    stack = any(re.match(r"(.*\.)?layers\.\d+\.", key) for key in state)
+    if stack and ("has no parameters" in first or re.search(r"lacks (\S*\.)?layers\.\d", first)):
+        return (f"Your module holds none of its layers' weights{names}: keep the layers in an nn.ModuleList; "
+                "modules kept in a Python list are invisible to PyTorch.")
+    if "has no parameters" in first:
+        return (f"Your module has no parameters, so the test cannot load its weights{names} into it: weights must be "
+                "nn.Parameter attributes (or those of submodules such as nn.Linear); a plain tensor attribute is "
+                "invisible to PyTorch.")
+    if "do not fit" in first:
+        return (f"The test's weights{names} do not fit the shapes of your module's: give each parameter the shape of "
+                "PyTorch's (nn.Linear(n_in, n_out) holds a weight of shape (n_out, n_in)).")
+    return (f"The test loads PyTorch's weights into your module{names}: name the submodules and parameters as these "
+            "weights are named (nn.Linear or nn.LayerNorm submodules, nn.Parameter attributes, nn.ModuleList for a "
+            "list of layers).")
+
+
 def crash_hints(error: str, named: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> list[str]:
     """Hints for a case whose code raised, from the exception and the case's inputs (`named`:
     argument name -> value as the case passes them; an optional argument it leaves out is None;
@@ -95,11 +115,7 @@ def crash_hints(error: str, named: Mapping[str, Any], state: Mapping[str, Any] |
         hints.append("This case's inputs have another number of dimensions than your code assumes: count "
                      "dimensions from the end (-1, -2), which works for any number of leading dimensions.")
     if re.search(r"WeightsDoNotFit|weights do not (fit|load)|has no parameters, so the weights", first):
-        names = f" ({_weight_names(state)})" if state else ""
-        hints.append(f"The test loads PyTorch's weights into your module{names}: name the submodules and parameters "
-                     "as these weights are named, with the same shapes (nn.Linear or nn.LayerNorm submodules, "
-                     "nn.Parameter attributes, nn.ModuleList for a list of layers: modules kept in a Python list "
-                     "are invisible to PyTorch).")
+        hints.append(_weights_hint(first, state or {}))
     if "EvalModeError" in first or "dropout must be off in eval mode" in first:
         hints.append("Dropout must be off in eval mode (after module.eval()): use nn.Dropout modules, or "
                      "F.dropout(x, p, training=self.training), never F.dropout(x, p) alone.")
