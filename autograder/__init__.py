@@ -30,6 +30,7 @@ the engine (``engine/``)
 the nbgrader integration (``grading/``)
 
 - ``grading.release``         solutions/ -> exercises/ with nbgrader's generate_assignment
+- ``grading.course_cache``    a generated course kept for the next run with the same assignments
 - ``grading.course``          a throwaway nbgrader course directory (nbgrader does the real work); its
                               pipelines
 - ``grading.judge``           ``JudgeTests``: each test cell's verdict on its records, as data;

@@ -191,10 +191,9 @@ def _grade(args) -> int:
         from tqdm import tqdm
 
         from autograder.engine import cache
-        from autograder.grading.course import Course
+        from autograder.grading.course_cache import prepared_course
 
-        course = Course(tmp / "course", options, assignments=present)  # checks the source notebooks first
-        course.generate_all(lambda a: progress_line(f"preparing {a} (nbgrader generate_assignment)"))
+        course = prepared_course(tmp / "course", options, present, progress_line)  # checks the source notebooks first
 
         grade_groups = _engine(args)
         writer = ResultsWriter(out, late={key for key, (_, late) in collected.items() if late})

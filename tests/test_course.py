@@ -59,3 +59,67 @@ def test_a_process_keeps_one_engine_per_gradebook(tmp_path):
     new_gradebook(path)
     with Gradebook(url, "course") as third:
         assert third.students == []
+
+
+# --------------------------------------------------------------------------
+# generated courses kept between runs (autograder/grading/course_cache.py)
+
+def _prepared(root, source, lines, assignments=("01-self-attention",)):
+    from autograder.grading.course_cache import prepared_course
+
+    return prepared_course(root, GradingOptions(source, sandbox=False), list(assignments), lines.append)
+
+
+def test_a_generated_course_is_kept_and_the_next_run_starts_from_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_COURSE_CACHE", str(tmp_path / "cache"))
+    first_lines, second_lines = [], []
+    first = _prepared(tmp_path / "first", SOLUTIONS_DIR, first_lines)
+    second = _prepared(tmp_path / "second", SOLUTIONS_DIR, second_lines)
+    assert first_lines == ["preparing 01-self-attention (nbgrader generate_assignment)"]
+    assert len(second_lines) == 1 and second_lines[0].startswith("prepared 01-self-attention (generated before")
+    assert (tmp_path / "cache").stat().st_mode & 0o077 == 0  # hidden tests: the instructor's alone
+    # the same release notebooks and the same gradebook, as nbgrader generated them
+    release = sorted(p.relative_to(first.root) for p in (first.root / "release").rglob("*") if p.is_file())
+    assert release and release == sorted(p.relative_to(second.root) for p in (second.root / "release").rglob("*")
+                                         if p.is_file())
+    assert all((first.root / p).read_bytes() == (second.root / p).read_bytes() for p in release)
+    notebook = first.notebooks("01-self-attention")[0]
+    assert second.max_score("01-self-attention", notebook) == first.max_score("01-self-attention", notebook) > 0
+
+
+def test_a_changed_source_is_generated_anew(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("AUTOGRADER_COURSE_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "source"
+    shutil.copytree(SOLUTIONS_DIR / "01-self-attention", source / "01-self-attention")
+    lines = []
+    _prepared(tmp_path / "a", source, lines)
+    notebook = next((source / "01-self-attention").glob("*.ipynb"))
+    notebook.write_text(notebook.read_text().replace("Self-attention", "Self attention", 1))
+    _prepared(tmp_path / "b", source, lines)
+    (source / "01-self-attention" / ".ipynb_checkpoints").mkdir()  # what the course's copy leaves out
+    _prepared(tmp_path / "c", source, lines)
+    assert [line.split(" (")[1] for line in lines] == ["nbgrader generate_assignment)"] * 2 + ["generated before, kept in "
+                                                                                          f"{tmp_path / 'cache'})"]
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_only_the_newest_courses_are_kept_and_none_where_the_cache_cannot_be_written(tmp_path, monkeypatch):
+    from autograder.grading import course_cache
+
+    monkeypatch.setattr(course_cache, "KEPT", 1)
+    monkeypatch.setenv("AUTOGRADER_COURSE_CACHE", str(tmp_path / "cache"))
+    lines = []
+    _prepared(tmp_path / "a", SOLUTIONS_DIR, lines, ["01-self-attention"])
+    _prepared(tmp_path / "b", SOLUTIONS_DIR, lines, ["02-softmax-scaling"])
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [course_cache.course_key(SOLUTIONS_DIR,
+                                                                                        ["02-softmax-scaling"])]
+    (tmp_path / "file").write_text("not a folder")
+    for where in (str(tmp_path / "file" / "cache"), "off"):  # a cache that cannot be written, or none asked for
+        monkeypatch.setenv("AUTOGRADER_COURSE_CACHE", where)
+        lines.clear()
+        for run in ("c", "d"):
+            course = _prepared(tmp_path / f"{run}-{len(where)}", SOLUTIONS_DIR, lines)
+            assert course.max_score("01-self-attention", course.notebooks("01-self-attention")[0]) > 0
+        assert all(line.startswith("preparing") for line in lines) and len(lines) == 2
