@@ -26,9 +26,12 @@ def split_error(error: str) -> tuple[str, str]:
     return first, rest.split("at:", 1)[1].strip() if "at:" in rest else ""
 
 
+_LAYER = re.compile(r"(^|\.)layers\.\d+\.")  # a stack's layer in a state dict's key: "layers.0." or "encoder.layers.1."
+
+
 def _weight_names(state: Mapping[str, Any], shown: int = 12) -> str:
     """The parameter names of a state dict the test loads, a stack's layers written once as layers.<i>."""
-    names = list(dict.fromkeys(re.sub(r"(^|\.)layers\.\d+\.", r"\1layers.<i>.", key) for key in state))
+    names = list(dict.fromkeys(_LAYER.sub(r"\1layers.<i>.", key) for key in state))
     more = f" and {len(names) - shown} more" if len(names) > shown else ""
     return ", ".join(names[:shown]) + more
 
@@ -37,7 +40,7 @@ def _weights_hint(first: str, state: Mapping[str, Any]) -> str:
     """Why the test's weights (`state`) do not load into the student's module, from the error's
     first line: no parameters at all, parameters of other names, or of other shapes."""
     names = f" ({_weight_names(state)})" if state else ""
-    stack = any(re.match(r"(.*\.)?layers\.\d+\.", key) for key in state)
+    stack = any(_LAYER.search(key) for key in state)
     if stack and ("has no parameters" in first or re.search(r"lacks (\S*\.)?layers\.\d", first)):
         return (f"Your module holds none of its layers' weights{names}: keep the layers in an nn.ModuleList; "
                 "modules kept in a Python list are invisible to PyTorch.")

@@ -111,11 +111,12 @@ class JudgeTests(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         student_sources = [c.source for c in nb.cells if is_student_cell(c)]
         scanner = SourceScanner(student_sources)
+        sealed = Sealed(line for source in student_sources for line in source.splitlines())
         quoting: Quoting = AS_IS
         for cell in nb.cells:
             cell.get("metadata", {}).pop(VERDICT, None)  # only the grader's own verdicts count
             if holds_hidden_tests(cell):
-                quoting = Sealed("\n".join(student_sources).splitlines())
+                quoting = sealed
             if is_test_cell(cell):
                 verdict, cell.outputs = self.judge(cell, scanner, quoting)
                 verdict.write(cell)
