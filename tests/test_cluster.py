@@ -184,6 +184,24 @@ def test_preloaded_workers_import_the_grader_as_they_start(cluster):
     loaded = cluster.client.run(lambda: [m for m in wanted if m in sys.modules])
     assert len(loaded) == 2
     assert all(modules == wanted for modules in loaded.values()), loaded
+    # and each has started the warm sandbox that a run with the default limits grades in
+    assert all(sandbox is not None for sandbox in sandboxes(cluster).values())
+
+
+def sandboxes(cluster: Cluster) -> dict[str, tuple[int, list[str]] | None]:
+    """Each worker's warm sandbox for the default limits (--memory 4096): the pid of its bwrap
+    and the command lines of every process in it; None where there is none."""
+    def sandbox():
+        from autograder.options import GradingOptions
+        from autograder.sandbox.bwrap import sandbox_limits
+        from autograder.sandbox.server import fork_server
+
+        process = fork_server(sandbox_limits(GradingOptions.memory_limit)).process
+        if process is None or process.poll() is not None:
+            return None
+        inside = psutil.Process(process.pid).children(recursive=True)
+        return process.pid, sorted(" ".join(p.cmdline()) for p in inside)
+    return cluster.client.run(sandbox)
 
 
 def test_cluster_gives_the_local_results_file_for_file(cluster, classroom, local, tmp_path):
@@ -195,6 +213,24 @@ def test_cluster_gives_the_local_results_file_for_file(cluster, classroom, local
     assert rows[("reference", ASSIGNMENT)]["status"] == "ok"
     assert rows[("os-exit", ASSIGNMENT)]["status"] == "error"  # the sandboxed kernel died, not the worker
     assert float(rows[("inflate-points", ASSIGNMENT)]["max_score"]) == float(rows[("reference", ASSIGNMENT)]["max_score"])
+
+
+def test_a_workers_sandbox_stays_warm_between_runs_and_is_emptied_after_each(cluster, tmp_path):
+    """A worker keeps its sandbox (its Python has PyTorch imported: seconds of each run's start)
+    from one run to the next, as empty as between two students: a process the last kernel of a
+    run left behind does not wait there for the next run."""
+    leaves_a_process = (reference_code(ASSIGNMENT)["simple_self_attention"]
+                        + "\nimport subprocess\nsubprocess.Popen(['sleep', '617'], start_new_session=True)\n")
+    make_submission(tmp_path / "class", "leaves-a-process", ASSIGNMENT, {"simple_self_attention": leaves_a_process})
+    before = sandboxes(cluster)
+    process = grade(tmp_path / "class", tmp_path / "out", "--scheduler-file", str(cluster.file))
+    assert process.returncode == 0, process.stderr
+    row = Results.read(tmp_path / "out").grades[("leaves-a-process", ASSIGNMENT)]
+    assert row["status"] == "ok" and row["score"] == row["max_score"]  # so its process was started
+    after = sandboxes(cluster)
+    assert all(after.values()), f"a worker's sandbox was stopped at the end of the run: {after}"
+    assert {w: s[0] for w, s in after.items()} == {w: s[0] for w, s in before.items()}, "a new sandbox"
+    assert after == before, "a process of the run is left in a worker's sandbox"
 
 
 def test_a_worker_killed_mid_run_loses_nothing(cluster, classroom, local, tmp_path):

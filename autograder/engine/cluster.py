@@ -7,6 +7,9 @@ scheduler, so workers may be other machines that share no folder with the CLI:
   filled), as bytes, in a worker plugin (``CourseOnWorker``): each worker process starts its
   own course from them once, as a local worker copies the CLI's, with the CLI's options
   (sandbox, limits, warm kernels), and grades every group it is given in it, one at a time;
+  its warm sandbox outlives the run (emptied after each kernel, as between two students), for
+  the next run with the same limits (a worker started with ``--preload autograder.engine.cluster``
+  starts the one of the default limits before its first run);
 - the submitted notebooks, as bytes, in each task (read here, at most a few groups per
   worker thread ahead, so memory does not grow with the class);
 - the results (``NotebookResult`` and the feedback page), as each task's value, written
@@ -42,7 +45,8 @@ from autograder.grading.course import Course, nbgrader_id
 from autograder.grading.steps import WORKER_MODULES
 from autograder.options import GradingOptions
 from autograder.results import NotebookResult, Status
-from autograder.sandbox.server import launch_warm_sandbox
+from autograder.sandbox.bwrap import sandbox_limits
+from autograder.sandbox.server import launch_warm_sandbox, stop_fork_servers
 from autograder.submissions import MAX_NOTEBOOK_BYTES, Submission, load_notebook
 
 try:
@@ -66,7 +70,7 @@ class CourseOnWorker(WorkerPlugin):
         self.files, self.options, self.name = files, options, name
 
     async def setup(self, worker) -> None:
-        self.lock, self.failed = threading.Lock(), None
+        self.failed = None
         self.tmp = Path(tempfile.mkdtemp(prefix="autograder-worker-"))
         try:  # in a thread: the worker's event loop must not wait for files and a gradebook
             await asyncio.get_running_loop().run_in_executor(None, self._build)
@@ -75,10 +79,14 @@ class CourseOnWorker(WorkerPlugin):
             raise
 
     def _build(self) -> None:
+        self.lock = threading.Lock()  # a group at a time (a lock is made where it is used: it does not pickle)
         self.environment = kernel_environment()
         self.environment.__enter__()  # for this worker process's kernels, as long as the plugin lives
         prepare_process()
-        # its Python imports PyTorch while this worker writes its course and takes its first group
+        # One warm sandbox per worker, for this run's limits: the last run's or the preload's
+        # where they are the same (ready now), else a new one, whose Python imports PyTorch
+        # while this worker writes its course and takes its first group.
+        stop_fork_servers(keeping=sandbox_limits(self.options.memory_limit))
         launch_warm_sandbox(self.options)
         generated = self.tmp / "generated"
         for relative, data in self.files.items():
@@ -89,11 +97,12 @@ class CourseOnWorker(WorkerPlugin):
                              copy_of=generated)
 
     def teardown(self, worker) -> None:
-        from autograder.sandbox.server import stop_fork_servers
-
         if hasattr(self, "environment"):
             self.environment.__exit__(None, None, None)
-        stop_fork_servers()  # and their scratch folders, whatever a kernel left there
+        if hasattr(self, "lock") and self.lock.locked():  # a group of a run that ended grades still
+            stop_fork_servers()  # and its kernel with them
+        # Else the sandbox stays warm for the next run, as empty as the end of each kernel leaves
+        # it (the fork server's reset, as between two students).
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def grade(self, group: list[tuple[Submission, bytes | None]]) -> Graded:
@@ -119,9 +128,11 @@ class CourseOnWorker(WorkerPlugin):
 def dask_setup(worker) -> None:
     """``dask worker ... --preload autograder.engine.cluster``: the worker imports what grading
     needs (this module and nbgrader with it, the grader's steps and PyTorch) as it starts, once,
-    instead of in the first run it takes part in (seconds per worker process)."""
+    instead of in the first run it takes part in (seconds per worker process), and starts the
+    warm sandbox a run with the default limits grades in (its Python imports PyTorch too)."""
     for module in WORKER_MODULES:
         importlib.import_module(module)
+    launch_warm_sandbox(GradingOptions(source_dir=Path()))  # the source is the CLI's concern, not a sandbox's
 
 
 def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]]) -> Graded:

@@ -183,10 +183,12 @@ class ForkedKernel:
 _fork_servers: dict[tuple, ForkServer] = {}
 
 
-def stop_fork_servers() -> None:
-    """Stop this process's fork servers and remove their scratch folders (a worker that stops)."""
-    for server in _fork_servers.values():
-        server.stop()
+def stop_fork_servers(keeping: dict | None = None) -> None:
+    """Stop this process's fork servers and remove their scratch folders (a worker that stops),
+    but the one for ``keeping`` limits, if given."""
+    for key, server in _fork_servers.items():
+        if keeping is None or key != _key(keeping):
+            server.stop()
 
 
 def launch_fork_server(limits: dict) -> None:
@@ -210,10 +212,14 @@ def launch_warm_sandbox(options: GradingOptions) -> None:
 
 def fork_server(limits: dict) -> ForkServer:
     """This process's fork server for these limits (kernels of one worker run one at a time)."""
-    key = tuple(sorted(limits.items()))
+    key = _key(limits)
     if key not in _fork_servers:
         _fork_servers[key] = ForkServer(limits)
         # stopped, its scratch folder unmounted and removed, as this process ends: multiprocessing's
         # exit handlers run in a pool's worker too, which ends with os._exit (atexit's never run there)
         multiprocessing.util.Finalize(None, _fork_servers[key].stop, exitpriority=0)
     return _fork_servers[key]
+
+
+def _key(limits: dict) -> tuple:
+    return tuple(sorted(limits.items()))
