@@ -59,10 +59,10 @@ class LocalCluster:
                                        "--scheduler-file", self.file])]
         while not self.file.exists():
             time.sleep(0.2)
-        preload = ["--preload", "autograder.engine.cluster"]
+        preload = ["--preload", "autograder.engine.cluster"]  # the grader imported, a sandbox started
         env = None
-        if simulate is not None:
-            preload += ["--preload", str(Path(__file__).with_name("stand_in_worker.py"))]
+        if simulate is not None:  # workers that import the plugin's class, and neither grade nor sandbox
+            preload = ["--preload", str(Path(__file__).with_name("stand_in_worker.py"))]
             env = dict(os.environ, AUTOGRADER_BENCH_SECONDS=str(simulate))
         self.processes.append(self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", str(workers),
                                            "--nthreads", "1", "--no-dashboard", *preload], env))
