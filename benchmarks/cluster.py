@@ -76,8 +76,20 @@ class LocalCluster:
                                 start_new_session=True, env=env)
 
     def stop(self) -> None:
+        """The workers as an instructor stops them (SIGTERM: each stops its sandbox as it ends),
+        then whatever is left, killed."""
+        for process in self.processes[1:]:
+            process.terminate()
+        for process in self.processes[1:]:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
         for process in self.processes:
-            os.killpg(process.pid, signal.SIGKILL)
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             process.wait()
 
 

@@ -96,7 +96,14 @@ class Cluster:
         raise AssertionError("no worker started grading")
 
     def stop(self) -> None:
+        """As an instructor stops them (SIGTERM: each worker stops its sandbox as it ends), then
+        whatever is left, killed."""
         self.client.close()
+        for process in self.workers:
+            process.terminate()
+        for process in self.workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=30)
         for process in [self.scheduler, *self.workers]:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -188,19 +195,19 @@ def test_preloaded_workers_import_the_grader_as_they_start(cluster):
     assert all(sandbox is not None for sandbox in sandboxes(cluster).values())
 
 
-def sandboxes(cluster: Cluster) -> dict[str, tuple[int, list[str]] | None]:
-    """Each worker's warm sandbox for the default limits (--memory 4096): the pid of its bwrap
-    and the command lines of every process in it; None where there is none."""
+def sandboxes(cluster: Cluster) -> dict[str, tuple[int, str, list[str]] | None]:
+    """Each worker's warm sandbox for the default limits (--memory 4096): the pid of its bwrap,
+    its scratch folder and the command lines of every process in it; None where there is none."""
     def sandbox():
         from autograder.options import GradingOptions
         from autograder.sandbox.bwrap import sandbox_limits
         from autograder.sandbox.server import fork_server
 
-        process = fork_server(sandbox_limits(GradingOptions.memory_limit)).process
-        if process is None or process.poll() is not None:
+        server = fork_server(sandbox_limits(GradingOptions.memory_limit))
+        if server.process is None or server.process.poll() is not None:
             return None
-        inside = psutil.Process(process.pid).children(recursive=True)
-        return process.pid, sorted(" ".join(p.cmdline()) for p in inside)
+        inside = psutil.Process(server.process.pid).children(recursive=True)
+        return server.process.pid, str(server.scratch), sorted(" ".join(p.cmdline()) for p in inside)
     return cluster.client.run(sandbox)
 
 
@@ -231,6 +238,19 @@ def test_a_workers_sandbox_stays_warm_between_runs_and_is_emptied_after_each(clu
     assert all(after.values()), f"a worker's sandbox was stopped at the end of the run: {after}"
     assert {w: s[0] for w, s in after.items()} == {w: s[0] for w, s in before.items()}, "a new sandbox"
     assert after == before, "a process of the run is left in a worker's sandbox"
+
+
+def test_a_stopped_worker_leaves_no_sandbox_behind(tmp_path):
+    """A worker's sandbox outlives its runs, not the worker: stopped as `dask worker` is stopped
+    (SIGTERM), it removes its scratch folder (a RAM disk where the grader is root)."""
+    cluster = Cluster(tmp_path, workers=1)
+    try:
+        [(_, folder, _)] = sandboxes(cluster).values()
+        assert Path(folder).is_dir()
+    finally:
+        cluster.stop()
+    assert not Path(folder).exists()
+    assert folder not in Path("/proc/mounts").read_text()
 
 
 def test_a_worker_killed_mid_run_loses_nothing(cluster, classroom, local, tmp_path):
