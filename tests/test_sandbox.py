@@ -229,6 +229,22 @@ def test_a_fork_server_that_cannot_start_leaves_nothing_behind(monkeypatch):
     assert set(scratch.glob("autograder-sandbox-*")) == before
 
 
+def test_a_workers_new_run_stops_only_the_idle_servers_of_other_limits(monkeypatch):
+    """A Dask worker keeps one warm sandbox, for its run's limits (`stop_fork_servers(keeping=)`):
+    a server of other limits goes, unless a kernel (another run's) is using it; with no limits
+    given (the worker stops), every one goes."""
+    monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running ones
+    stopped = []
+    monkeypatch.setattr(ForkServer, "stop", lambda server: stopped.append(server.limits["memory_bytes"]))
+    kept, idle, busy = (fork_server(sandbox_limits(mib * 1024**2)) for mib in (4096, 2048, 1024))
+    busy.dirty = True  # a kernel was forked and is not yet reset
+    sandbox_server.stop_fork_servers(keeping=kept.limits)
+    assert stopped == [idle.limits["memory_bytes"]]
+    stopped.clear()
+    sandbox_server.stop_fork_servers()
+    assert sorted(stopped) == sorted(server.limits["memory_bytes"] for server in (kept, idle, busy))
+
+
 def test_a_stopped_server_takes_its_whole_sandbox_down(tmp_path):
     server = ForkServer(LIMITS)
     scratch = server.prepare()

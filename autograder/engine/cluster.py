@@ -85,7 +85,8 @@ class CourseOnWorker(WorkerPlugin):
         prepare_process()
         # One warm sandbox per worker, for this run's limits: the last run's or the preload's
         # where they are the same (ready now), else a new one, whose Python imports PyTorch
-        # while this worker writes its course and takes its first group.
+        # while this worker writes its course and takes its first group. One of other limits
+        # goes, unless a kernel of another run on this worker is using it.
         stop_fork_servers(keeping=sandbox_limits(self.options.memory_limit))
         launch_warm_sandbox(self.options)
         generated = self.tmp / "generated"

@@ -184,10 +184,11 @@ _fork_servers: dict[tuple, ForkServer] = {}
 
 
 def stop_fork_servers(keeping: dict | None = None) -> None:
-    """Stop this process's fork servers and remove their scratch folders (a worker that stops),
-    but the one for ``keeping`` limits, if given."""
+    """Stop this process's fork servers and remove their scratch folders (a worker that stops).
+    With ``keeping`` (the limits of a worker's next run), only those of other limits that no
+    kernel is using: another run on the same worker may have one running in its own."""
     for key, server in _fork_servers.items():
-        if keeping is None or key != _key(keeping):
+        if keeping is None or key != _key(keeping) and not server.dirty:
             server.stop()
 
 
