@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 from benchmarks.grade_class import build_class
+from classroom.cluster import stop_dask
 
 DASK = Path(sys.executable).with_name("dask")
 
@@ -76,21 +76,7 @@ class LocalCluster:
                                 start_new_session=True, env=env)
 
     def stop(self) -> None:
-        """The workers as an instructor stops them (SIGTERM: each stops its sandbox as it ends),
-        then whatever is left, killed."""
-        for process in self.processes[1:]:
-            process.terminate()
-        for process in self.processes[1:]:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-        for process in self.processes:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+        stop_dask(self.processes[1:], self.processes[:1])
 
 
 def timed_grade(root: Path, out: Path, *options: str) -> float:

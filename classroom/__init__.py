@@ -1,7 +1,8 @@
 """What the tests and the benchmarks share: classes of fake students, built from the release
 notebooks and the corpus (tests/corpus/), graded by the real command line; the package's
 modules hold the rest (``notebook``: a source notebook's test cells run in-process; ``hints``:
-the hint rule; ``site``: the book's build; ``service``: a submission service on a port).
+the hint rule; ``site``: the book's build; ``service``: a submission service on a port;
+``cluster``: stopping a local Dask cluster).
 
 A submission starts as the release notebook a student downloads; each solution
 cell is then answered with the reference solution (from solutions/) unless the

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from classroom import REPO, Results, grade, load_corpus, make_submission, reference_code, tree_digest
+from classroom.cluster import stop_dask
 from test_hostile import inflate_points
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -96,20 +97,8 @@ class Cluster:
         raise AssertionError("no worker started grading")
 
     def stop(self) -> None:
-        """As an instructor stops them (SIGTERM: each worker stops its sandbox as it ends), then
-        whatever is left, killed."""
         self.client.close()
-        for process in self.workers:
-            process.terminate()
-        for process in self.workers:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=30)
-        for process in [self.scheduler, *self.workers]:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+        stop_dask(self.workers, [self.scheduler])
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,6 @@
 `dask scheduler` and `dask worker` processes started as an instructor starts them."""
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from classroom.cluster import stop_dask
 from classroom.service import Server, client, course_source, issue_tokens, notebook_text, wait_done
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -46,10 +44,4 @@ def test_a_submission_is_graded_on_a_dask_worker(tmp_path):
         assert "1 grading workers" in server.log.read_text()  # the cluster's one worker thread
     finally:
         server.stop()
-        worker = processes[1]
-        worker.terminate()  # as an instructor stops it: the worker stops its sandbox as it ends
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            worker.wait(timeout=30)
-        for process in processes:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_dask(processes[1:], processes[:1])
