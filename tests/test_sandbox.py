@@ -210,13 +210,15 @@ def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypat
     assert (out.strip(), alive) == ("False 42", True)
 
 
-def test_a_fork_server_that_cannot_start_leaves_nothing_behind(monkeypatch):
+def test_a_fork_server_that_cannot_start_leaves_nothing_behind(monkeypatch, tmp_path):
     """No process to be had (fork fails): `grade`'s early launch raises nothing and leaves no
     scratch folder; the first kernel's try raises ForkServerError, which starts it cold (above)."""
     def no_process(*args, **kwargs):
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running one
+    # a temp folder of its own: other tests' sandboxes come and go in the system's meanwhile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     scratch = Path(tempfile.gettempdir())
     before = set(scratch.glob("autograder-sandbox-*"))
     with monkeypatch.context() as patch:
