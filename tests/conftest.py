@@ -17,15 +17,15 @@ from graded_classes import ask_for, asks_for, graded  # noqa: E402,F401  - each 
 from head_start import published, published_site, site  # noqa: E402,F401  - built in the background
 from browsing import artifacts, chromium, site_url  # noqa: E402,F401  - a browser per test file that asks for one
 
-# Each of the session's test processes computes with its share of the cores: PyTorch's threads,
-# one per core in every process, would outnumber them and wait on each other (in-process checks
-# ran 2.5 times as long in two processes as in one). Grading kernels use one thread anyway.
 # Generated courses are kept for the session's own runs only: never read from, nor left in, the
 # user's cache folder (autograder/grading/course_cache.py).
 _COURSE_CACHE = tempfile.mkdtemp(prefix="course-cache-")
 os.environ["AUTOGRADER_COURSE_CACHE"] = _COURSE_CACHE
 atexit.register(shutil.rmtree, _COURSE_CACHE, ignore_errors=True)
 
+# Each of the session's test processes computes with its share of the cores: PyTorch's threads,
+# one per core in every process, would outnumber them and wait on each other (in-process checks
+# ran 2.5 times as long in two processes as in one). Grading kernels use one thread anyway.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 

@@ -43,6 +43,8 @@ COURSE_ID = "attention-from-scratch"
 
 # Files of a source folder that never belong to an assignment.
 IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
+# What grading leaves in a course folder (workers' copies, kernels' folders): never part of a copy of it.
+NOT_COPIED = shutil.ignore_patterns("course-*", "kernel-*")
 
 
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -175,7 +177,7 @@ class Course:
         self.root = Path(root)
         self.source_dir = Path(options.source_dir)
         if copy_of:
-            shutil.copytree(copy_of, self.root, ignore=shutil.ignore_patterns("course-*", "kernel-*"))
+            shutil.copytree(copy_of, self.root, ignore=NOT_COPIED)
         known = find_assignments(self.source_dir)
         unknown = sorted(set(assignments or []) - set(known))
         if unknown:

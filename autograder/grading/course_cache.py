@@ -25,7 +25,7 @@ from typing import Callable
 import nbgrader
 
 from autograder.grading import course as course_module
-from autograder.grading.course import IGNORED, Course
+from autograder.grading.course import IGNORED, NOT_COPIED, Course
 from autograder.options import GradingOptions
 
 KEPT = 8  # courses kept: a term's assignments, one at a time or all together
@@ -90,7 +90,7 @@ def _keep(generated: Path, kept: Path) -> None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.parent.chmod(0o700)  # hidden tests: the instructor's alone
         staging = Path(tempfile.mkdtemp(prefix=".incoming-", dir=kept.parent))
-        shutil.copytree(generated, staging / "course", ignore=shutil.ignore_patterns("course-*", "kernel-*"))
+        shutil.copytree(generated, staging / "course", ignore=NOT_COPIED)
         try:
             (staging / "course").rename(kept)
         except OSError:  # kept by another grader meanwhile

@@ -188,7 +188,7 @@ def stop_fork_servers(keeping: dict | None = None) -> None:
     With ``keeping`` (the limits of a worker's next run), only those of other limits that no
     kernel is using: another run on the same worker may have one running in its own."""
     for key, server in _fork_servers.items():
-        if keeping is None or key != _key(keeping) and not server.dirty:
+        if keeping is None or (key != _key(keeping) and not server.dirty):
             server.stop()
 
 
