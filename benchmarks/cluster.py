@@ -41,42 +41,20 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
 from benchmarks.grade_class import build_class
-from classroom.cluster import stop_dask
-
-DASK = Path(sys.executable).with_name("dask")
+from classroom.cluster import LocalDask
 
 
-class LocalCluster:
-    """A scheduler and ``workers`` worker processes, as an instructor starts them on a machine;
-    with ``simulate`` (seconds per notebook), workers that only stand in for grading."""
-
-    def __init__(self, tmp: Path, workers: int, simulate: float | None = None):
-        self.file = tmp / f"scheduler-{workers}.json"
-        self.processes = [self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                       "--scheduler-file", self.file])]
-        while not self.file.exists():
-            time.sleep(0.2)
-        preload = ["--preload", "autograder.engine.cluster"]  # the grader imported, a sandbox started
-        env = None
-        if simulate is not None:  # workers that import the plugin's class, and neither grade nor sandbox
-            preload = ["--preload", str(Path(__file__).with_name("stand_in_worker.py"))]
-            env = dict(os.environ, AUTOGRADER_BENCH_SECONDS=str(simulate))
-        self.processes.append(self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", str(workers),
-                                           "--nthreads", "1", "--no-dashboard", *preload], env))
-        from distributed import Client
-        with Client(scheduler_file=str(self.file), timeout=60) as client:
-            client.wait_for_workers(workers, timeout=300)
-
-    @staticmethod
-    def _start(command, env=None) -> subprocess.Popen:
-        return subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
-
-    def stop(self) -> None:
-        stop_dask(self.processes[1:], self.processes[:1])
+def start_cluster(folder: Path, workers: int, simulate: float | None = None) -> LocalDask:
+    """A scheduler and one `dask worker --nworkers WORKERS` command, as an instructor starts them on a
+    machine, once every worker has joined; with ``simulate`` (seconds per notebook), workers that
+    only stand in for grading."""
+    preload = ["--preload", "autograder.engine.cluster"]  # the grader imported, a sandbox started
+    env = None
+    if simulate is not None:  # workers that import the plugin's class, and neither grade nor sandbox
+        preload = ["--preload", str(Path(__file__).with_name("stand_in_worker.py"))]
+        env = dict(os.environ, AUTOGRADER_BENCH_SECONDS=str(simulate))
+    return LocalDask(folder, nworkers=workers, worker_options=preload, env=env, logs=False, wait_for_workers=300)
 
 
 def timed_grade(root: Path, out: Path, *options: str) -> float:
@@ -106,7 +84,7 @@ def main() -> None:
         rates = {}
         base = args.workers[0]
         for n in args.workers:
-            cluster = LocalCluster(tmp, n, args.simulate)
+            cluster = start_cluster(tmp / f"dask-{n}", n, args.simulate)
             try:
                 wall = timed_grade(tmp / "class", tmp / f"out-{n}", "--scheduler-file", str(cluster.file))
             finally:

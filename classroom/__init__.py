@@ -2,7 +2,7 @@
 notebooks and the corpus (tests/corpus/), graded by the real command line; the package's
 modules hold the rest (``notebook``: a source notebook's test cells run in-process; ``hints``:
 the hint rule; ``site``: the book's build; ``service``: a submission service on a port;
-``cluster``: stopping a local Dask cluster).
+``cluster``: a local Dask cluster).
 
 A submission starts as the release notebook a student downloads; each solution
 cell is then answered with the reference solution (from solutions/) unless the

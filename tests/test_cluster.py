@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from classroom import REPO, Results, grade, load_corpus, make_submission, reference_code, tree_digest
-from classroom.cluster import stop_dask
+from classroom.cluster import LocalDask
 from test_hostile import inflate_points
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -28,7 +28,6 @@ pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 distributed = pytest.importorskip("distributed")
 
 ASSIGNMENT = "01-self-attention"
-DASK = Path(sys.executable).with_name("dask")
 KILLER = "worker-killer"  # tests/cluster_saboteur.py kills any worker that starts grading this student
 
 
@@ -59,32 +58,20 @@ def results_digest(out: Path) -> dict[str, str]:
             if not path.startswith(".") and RACY not in f"/{path}"}
 
 
-class Cluster:
-    """`dask scheduler` and `dask worker` processes, each in a session of its own (killed whole at the end)."""
+class Cluster(LocalDask):
+    """One `dask worker --nworkers 1` per worker (a test kills single ones), preloading the grader
+    and tests/cluster_saboteur.py, with a client kept open."""
 
     def __init__(self, tmp: Path, workers: int = 2):
-        self.tmp, self.file = tmp, tmp / "scheduler.json"
         # A task is given up after its workers died while running it twice (1 allowed failure);
         # a worker holds only the task it runs, so that only that one is blamed for its death.
         env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1",
                    DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION="1.0", AUTOGRADER_TEST_WORKER_KILLER=KILLER)
-        self.scheduler = self._start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                                      "--scheduler-file", self.file], env, "scheduler")
-        self.workers = [self._start([DASK, "worker", "--scheduler-file", self.file, "--nworkers", "1",
-                                     "--nthreads", "1", "--no-dashboard", "--preload", "autograder.engine.cluster",
-                                     "--preload", REPO / "tests" / "cluster_saboteur.py"], env, f"worker-{i}")
-                        for i in range(workers)]
-        deadline = time.monotonic() + 120
-        while not self.file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        super().__init__(tmp, worker_commands=workers, env=env, wait_for_workers=120,
+                         worker_options=["--preload", "autograder.engine.cluster",
+                                         "--preload", REPO / "tests" / "cluster_saboteur.py"])
         self.client = distributed.Client(scheduler_file=str(self.file), timeout=60)
-        self.client.wait_for_workers(workers, timeout=120)
         self.address = self.client.scheduler.address
-
-    def _start(self, command, env, name) -> subprocess.Popen:
-        log = open(self.tmp / f"{name}.log", "w")
-        return subprocess.Popen([str(c) for c in command], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
 
     def busy_worker(self, timeout: float = 300) -> int:
         """The pid of a worker process while it grades a group."""
@@ -98,7 +85,7 @@ class Cluster:
 
     def stop(self) -> None:
         self.client.close()
-        stop_dask(self.workers, [self.scheduler])
+        super().stop()
 
 
 @pytest.fixture(scope="module")
