@@ -10,7 +10,8 @@ seed) and how to call the student's object on them, and which PyTorch functions 
 call. What judges the result (the float64 reference, the known mistakes and their hints)
 lives in ``attention_checks.answers.<module>``, found by the check's name, and the grading
 sandbox does not mount that folder: under the autograder a kernel holds inputs and what the
-student's code returned, never an answer.
+student's code returned, never an answer. Students get no such module at all: their checks
+judge the visible cases from the answers published as data (``published``).
 
 Where a check runs is explicit, a ``Mode``:
 
@@ -158,7 +159,9 @@ class Check:
         if mode is Mode.RECORD:
             publish(self.name, probed)
             return None
-        from .answers.judging import judge  # the student's own notebook: the answers are installed here
+        # the student's own notebook: judged here, by the references where they are installed (the
+        # course's repository), else by the answers published as data for the visible cases (published)
+        from .answers.judging import judge
 
         devices = [str(like.device) if like is not None else "cpu" for like in probed.likes]
         return judge(self, cases, probed.outcomes, points=points, forbidden=probed.forbidden,
@@ -176,9 +179,9 @@ def declare(check: Check) -> Check:
     return check
 
 
-# The package's own machinery, and submit (how a notebook hands itself in to a submission
-# service); every other module of the package declares an assignment's checks.
-MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit"}
+# The package's own machinery, submit (how a notebook hands itself in to a submission service)
+# and published (the visible cases' answers as data); every other module of the package declares an assignment's checks.
+MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit", "published"}
 
 
 def check_modules() -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import functools
 import importlib
+import importlib.util
 import math
 import numbers
 import re
@@ -113,6 +114,45 @@ def answer_for(check: "Check") -> Answer:
     return importlib.import_module(check.answers_module).ANSWERS[check.name]
 
 
+def case_key(case: Mapping[str, Any]) -> str:
+    """A case as its test cell writes it, in one string: what names it in the published data."""
+    return repr(sorted((str(k), repr(v)) for k, v in case.items()))
+
+
+class References:
+    """Where a check's answers come from when its answers module is installed (the grader, a clone
+    of the course): computed here, in float64, by the module's reference and mistakes."""
+
+    def expected(self, check: "Check", key: str, x: "Inputs", spec: "Spec") -> dict[str, Any]:
+        return answer_for(check).reference(x, spec)
+
+    def mistakes(self, check: "Check", case: "Judged") -> list[Mistake]:
+        with quiet():
+            return list(merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected)).values())
+
+    def crash(self, check: "Check", case: "Judged", error: str) -> list[str]:
+        answer = answer_for(check)
+        with quiet():
+            return answer.crash(case.x, case.spec, error) if answer.crash else []
+
+
+REFERENCES = References()
+
+
+class NotPublished(LookupError):
+    """A case whose answers a source does not hold (its message is the report)."""
+
+
+def default_source(check: "Check"):
+    """The references where the check's answers module is installed; else (what students install)
+    the answers the course published for its visible cases (``attention_checks.published``)."""
+    if importlib.util.find_spec(check.answers_module) is not None:
+        return REFERENCES
+    from ..published import PUBLISHED
+
+    return PUBLISHED
+
+
 @dataclass(frozen=True)
 class Judged:
     """A case as the judge sees it: its inputs (float64, CPU), description and reference."""
@@ -123,6 +163,8 @@ class Judged:
     shown: str
     expected: dict[str, Any]
     sizes: frozenset[int]  # the case's own numbers: its inputs' and outputs' sizes, its spec's integers
+    key: str = ""  # the case as the published data names it (case_key)
+    source: Any = REFERENCES  # where its expected outputs, mistakes and crash hints come from
 
 
 def _sizes(*values: Any) -> set[int]:
@@ -139,21 +181,24 @@ def _sizes(*values: Any) -> set[int]:
     return found
 
 
-_JUDGED: dict[tuple[int, str], Judged] = {}
+_JUDGED: dict[tuple[int, int, str], Judged] = {}
 
 
-def judged(check: "Check", case: Mapping[str, Any]) -> Judged:
+def judged(check: "Check", case: Mapping[str, Any], source: Any = None) -> Judged:
     """A case's judged form, built once per process: every student is judged against the same
-    cases. Nothing here is ever handed to student code (the probe builds its own inputs)."""
-    key = (id(check), repr(sorted((str(k), repr(v)) for k, v in case.items())))
+    cases. Nothing here is ever handed to student code (the probe builds its own inputs).
+    `source`: where the answers come from (default_source)."""
+    source = source or default_source(check)
+    name = case_key(case)
+    key = (id(check), id(source), name)
     if key not in _JUDGED:
         spec, inputs = check.spec(case), check.build(case)
         like = inputs.like
         x = inputs.as_reference()
-        expected = answer_for(check).reference(x, spec)
+        expected = source.expected(check, name, x, spec)
         dtype = like.dtype if like is not None else torch.float32
         sizes = frozenset(_sizes(x.named, x.extra, spec, expected) | set(range(10)))
-        _JUDGED[key] = Judged(spec, x, dtype, check.describe(inputs, spec), expected, sizes)
+        _JUDGED[key] = Judged(spec, x, dtype, check.describe(inputs, spec), expected, sizes, name, source)
     return _JUDGED[key]
 
 
@@ -498,8 +543,7 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     """Hints of the known mistakes that explain the outputs in `wrong`, first match first (else
     what the failing pattern says, its numbers quoted as `quoting` allows)."""
     hints = []
-    with quiet():
-        mistakes = list(merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected)).values())
+    mistakes = case.source.mistakes(check, case)
 
     def claimed(mistake: Mistake) -> dict[str, Any]:
         return {name: out for name, out in mistake.outputs.items() if out is not None}
@@ -541,9 +585,7 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
 
 
 def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
-    answer = answer_for(check)
-    with quiet():
-        own = answer.crash(case.x, case.spec, error) if answer.crash else []
+    own = case.source.crash(check, case, error)
     state = case.x.extra.get("state")
     state = state if isinstance(state, Mapping) and state else None  # the weights the test loads, if any
     return own or crash_hints(error, case.x.named, state)  # the check's own reading of a crash is the sharper one
@@ -664,12 +706,16 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
           forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
-          most: int = 5, quoting: Quoting = AS_IS) -> Report:
+          most: int = 5, quoting: Quoting = AS_IS, source: Any = None) -> Report:
     """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded);
-    `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests)."""
+    `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests);
+    `source`: where the answers come from (default_source)."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
-    built = [judged(check, case) for case in cases]
+    try:
+        built = [judged(check, case, source) for case in cases]
+    except NotPublished as missing:
+        return Report(0.0, points, f"✗ {check.name}: {missing} (0 / {points:g} points)")
     if devices is None:
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
     results = [judge_case(check, o, b, d, quoting) for o, b, d in zip(outcomes, built, devices)]
