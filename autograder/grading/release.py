@@ -1,4 +1,5 @@
-"""Regenerate the student notebooks (exercises/) from the source notebooks (solutions/).
+"""Regenerate the student notebooks (exercises/) from the source notebooks (solutions/), and
+compute the answers of their visible cases as data (``write_visible_answers``).
 
 First the install line of every setup cell is written from the one setting in
 pyproject.toml (see ``read_setting``), then nbgrader's generate_assignment does the
@@ -8,6 +9,7 @@ checks it is up to date. Release runs no student code, so it needs no sandbox.
 """
 from __future__ import annotations
 
+import builtins
 import filecmp
 import re
 import shutil
@@ -15,10 +17,16 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
+from attention_checks import published, registry
+from attention_checks.answers.judging import REFERENCES, case_key, judged
+
+from autograder.cells import is_test_cell
 from autograder.grading.course import Course
+from autograder.grading.judge import run_test_source
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
 
@@ -237,3 +245,76 @@ def _differences(cmp: filecmp.dircmp, prefix: Path):
         yield str(prefix / name)
     for name, sub in cmp.subdirs.items():
         yield from _differences(sub, prefix / name)
+
+
+# --------------------------------------------------------------------------
+# the check calls of test cells, and the visible cases' answers as data
+
+HIDDEN_TESTS = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One call of a declared check in a test cell: which check, on which cases, for how many points."""
+
+    check: registry.Check
+    cases: tuple[dict, ...]
+    points: float
+
+
+class _Recorder:
+    """What a check's name means while a test cell's code is run to find its calls."""
+
+    def __init__(self, check: registry.Check, calls: list[CheckCall]):
+        self.check, self.calls = check, calls
+
+    def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
+        self.calls.append(CheckCall(self.check, tuple(dict(case) for case in cases), float(points)))
+
+
+def check_calls(source: str) -> list[CheckCall]:
+    """The check calls of a test cell's code (the course's own), found by running it with every
+    check recording its arguments instead of running; every other name is the student's."""
+    calls: list[CheckCall] = []
+    shared = {"__builtins__": builtins, **{name: _Recorder(check, calls) for name, check in registry.load_all().items()}}
+    run_test_source(source, shared)
+    return calls
+
+
+def _test_cells(folder: Path):
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        yield from (cell for cell in nbformat.read(path, as_version=4).cells if is_test_cell(cell))
+
+
+def visible_calls(exercises_dir: Path, assignment: str) -> list[CheckCall]:
+    """The check calls of the test cells of a released assignment: what students see and run."""
+    return [call for cell in _test_cells(exercises_dir / assignment) for call in check_calls(cell.source)]
+
+
+def hidden_calls(source_dir: Path, assignment: str) -> list[CheckCall]:
+    """The check calls of the hidden tests of a source assignment: what only the grader runs."""
+    return [call for cell in _test_cells(source_dir / assignment) if HIDDEN_TESTS.search(cell.source)
+            for call in check_calls("\n".join(HIDDEN_TESTS.findall(cell.source)))]
+
+
+def visible_answers(calls: list[CheckCall]) -> list[dict[str, Any]]:
+    """Each case of ``calls`` once, as ``published.write`` takes it: its expected outputs and its
+    known mistakes (hint, outputs), computed by the references. A mistake recognised by a test on
+    the student's outputs (``fits``) is code, not data: left out."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for call in calls:
+        for case in call.cases:
+            key = (call.check.name, case_key(case))
+            if key not in found:
+                built = judged(call.check, case, REFERENCES)
+                mistakes = [dict(hint=m.hint, outputs=m.outputs) for m in REFERENCES.mistakes(call.check, built)
+                            if m.fits is None]
+                found[key] = dict(check=call.check.name, case=key[1], expected=built.expected, mistakes=mistakes)
+    return list(found.values())
+
+
+def write_visible_answers(exercises_dir: Path, folder: Path, assignments: list[str]) -> list[Path]:
+    """Write ``folder/<assignment>.json`` and ``.pt`` (see ``attention_checks.published``) for the
+    visible cases of each released assignment under ``exercises_dir``; returns the files written."""
+    return [path for assignment in assignments
+            for path in published.write(assignment, visible_answers(visible_calls(exercises_dir, assignment)), folder)]

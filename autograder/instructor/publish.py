@@ -27,17 +27,22 @@ SAFE TO PUBLISH, decided per part of ``attention_checks/``:
   that runs the student's code needs them. A hidden test's *cases* (its specs and seeds) are
   only in the hidden-test cells of solutions/, which nbgrader removes on release; without a
   spec the seeded inputs say nothing.
-* ``answers/`` (float64 references, known mistakes, hints): in the student's own notebook
-  (``Mode.STUDENT``) the visible tests judge in the kernel, which is what gives instant
-  feedback; that needs the references and the hints. The references are PyTorch's own
-  functions and modules (``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``,
-  ``nn.LayerNorm``...), which the notebooks forbid the student to call and the grader's source
-  scan catches; the mistakes restate the formulas the chapters teach, each with one error.
-  They are not the model solutions: the scan below checks that no line of a model solution
-  is among them. The grader never trusts them in a student's kernel anyway (the sandbox hides
-  ``answers/`` from grading kernels and judges outside the kernel).
+* of ``answers/``, only what judges without computing an answer (``SHIPPED_ANSWERS``: the
+  comparisons, the reports, the generic hints). Its per-assignment modules (float64 references,
+  known mistakes) compute what a graded function returns, so a student could hand them in:
+  they stay here. The student's own notebook (``Mode.STUDENT``) judges its visible tests from
+  ``visible/``, the answers of every visible case as data (expected outputs, each known
+  mistake's outputs and hint: tensors and a JSON manifest), which publish computes with the
+  references (``release.write_visible_answers``). The grader never trusts them in a student's
+  kernel anyway (the sandbox hides ``answers/`` from grading kernels and judges outside the
+  kernel).
 * ``autograder/`` (the grader), ``solutions/``, ``tests/`` (simulated students, model
-  answers) and ``benchmarks/`` are the instructor's and are never copied.
+  answers), ``benchmarks/`` and any other top-level folder (``coursebuild/``, the code the book
+  runs at build time) are the instructor's and are never copied: ``COPIED`` is an allow-list.
+
+Two scans then prove it: the line scan (``scan``) and the functional scan
+(``autograder.instructor.functional``: every function and class students get, tried as each
+graded name on the hidden cases, judged by the grader).
 """
 from __future__ import annotations
 
@@ -70,6 +75,11 @@ CHECKS = "attention_checks"
 # fresh, and the files for students come from TEMPLATES).
 COPIED = ["book", "_toc.yml", "tools/web_assets.py", "tools/system-packages.sh", "tools/venv.mk", CHECKS]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "_build", ".DS_Store")
+# What of attention_checks/answers/ students get: the judging that computes no answer. Every other
+# module there (references, mistakes: one per assignment) stays with the grader.
+SHIPPED_ANSWERS = {"__init__.py", "judging.py", "hints.py"}
+ANSWERS = Path(CHECKS) / "answers"
+VISIBLE = Path(CHECKS) / "visible"  # the visible cases' answers as data (attention_checks.published)
 # A fixed date for every file of the wheel: the same sources give the same wheel, byte for byte,
 # so that the sha256 that the notebooks pin stays right when the course is published again.
 WHEEL_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold
@@ -249,6 +259,16 @@ def _student_config(setting: release.InstallSetting) -> str:
     return header + yaml.safe_dump(config, sort_keys=False, allow_unicode=True)
 
 
+def _copy_ignoring(source_root: Path):
+    """shutil.copytree's ignore for a copied folder: the usual clutter, and the answers' modules."""
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        ignored = set(IGNORED(folder, names))
+        if Path(folder).resolve() == (source_root / ANSWERS).resolve():
+            ignored |= {name for name in names if name not in SHIPPED_ANSWERS}
+        return ignored
+    return ignore
+
+
 def build_wheel(dist: Path, out: Path) -> Path:
     """Build the checks' wheel from the distribution's pyproject.toml and attention_checks/,
     in a copy (setuptools writes build/ and *.egg-info beside the sources), reproducibly."""
@@ -307,11 +327,12 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
         source, target = REPO_ROOT / name, dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, target, ignore=IGNORED)
+            shutil.copytree(source, target, ignore=_copy_ignoring(REPO_ROOT))
         else:
             shutil.copy2(source, target)
     (dest / "_config.yml").write_text(_student_config(setting), encoding="utf-8")
     assignments = release.generate(source_dir, dest / "exercises", write_install=False)
+    release.write_visible_answers(dest / "exercises", dest / VISIBLE, assignments)
     values["assignments"] = ", ".join(f"`{a}`" for a in assignments)
     for template, name in [("README.md", "README.md"), ("Makefile", "Makefile"), ("requirements.txt", "requirements.txt"),
                            ("pyproject.toml", "pyproject.toml"), ("gitignore", ".gitignore")]:
