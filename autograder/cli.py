@@ -659,8 +659,9 @@ def _publish_command(commands) -> None:
         "publish", help="write the student distribution (the public repository) into DIR",
         description="Write the students' edition of the course into DIR, a folder to push as the public "
                     "repository: the book, the released exercises, the checks and their wheel (dist/), its "
-                    "own README; no model solution, no hidden test. Every file is then scanned for lines "
-                    "of the model solutions and hidden tests; any hit fails the command (exit 1).")
+                    "own README; no model solution, no hidden test, no reference. Every file is then scanned for lines "
+                    "of the model solutions and hidden tests, and every function and class in it is tried as "
+                    "each graded name on the hidden cases; a hit of either fails the command (exit 1).")
     cmd.add_argument("dest", type=Path, metavar="DIR", help="a new or empty folder outside this repository")
     cmd.add_argument("--site", action="store_true", help="also build the site into DIR/_build/html (a minute or more)")
     cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
@@ -682,10 +683,13 @@ def _publish(args) -> int:
     print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): every setup cell installs it "
           f"from {where}: put it there")
     print(done.report.summary())
+    print(done.functional.summary())
     for file, line, where in done.report.hits:
         print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)
-    if done.report.hits:
-        print("autograder: publish: error: the distribution holds lines of model solutions or hidden tests; "
-              "do not push it", file=sys.stderr)
+    for earned in done.functional.earned:
+        print(f"  leak: {earned.line()}", file=sys.stderr)
+    if done.leaks:
+        print("autograder: publish: error: the distribution holds lines of model solutions or hidden tests, or "
+              "code that earns a graded name's points; do not push it", file=sys.stderr)
         return 1
     return 0

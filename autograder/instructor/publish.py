@@ -67,6 +67,7 @@ import yaml
 
 from autograder.cells import nbgrader_metadata
 from autograder.grading import release
+from autograder.instructor.functional import FunctionalReport, functional_scan
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")
@@ -302,13 +303,18 @@ def pin_setup_cells(exercises: Path, assignments: list[str], digest: str, pyproj
 
 @dataclass
 class Published:
-    """What publish wrote: the folder, its assignments, the wheel and its sha256, the scan."""
+    """What publish wrote: the folder, its assignments, the wheel and its sha256, the two scans."""
 
     folder: Path
     assignments: list[str]
     wheel: Path
     digest: str
     report: ScanReport
+    functional: FunctionalReport
+
+    @property
+    def leaks(self) -> bool:
+        return bool(self.report.hits or self.functional.earned)
 
 
 def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
@@ -349,7 +355,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     if site:
         build_site(dest)
     report = scan(dest, secret_lines(source_dir, dest / "exercises"))
-    return Published(dest, assignments, wheel, digest, report)
+    return Published(dest, assignments, wheel, digest, report, functional_scan(dest, source_dir))
 
 
 def build_site(dist: Path) -> Path:

@@ -1,0 +1,415 @@
+"""The functional publish scan: nothing students get earns a graded name's points.
+
+The line scan (``publish.scan``) finds a model solution's lines; the same algorithm written
+otherwise passes it. This scan runs what students get instead: every function and class of every
+``.py`` file, of the wheel's modules, and of the code cells of the book's pages and of the
+notebooks, is tried as each graded name whose call it can take, on that name's hidden cases,
+judged by the grader's references. A candidate is called directly and through thin adapters (the
+positional arguments in another order, an integer argument given as a one-item list, the inputs'
+device passed as ``device=``), its tensors cast to the inputs' dtype and device. One that earns
+more than ``LEAK_SHARE`` of a graded name's points fails publish, named with its file and the
+points it earns.
+
+What runs: of each source only its imports and its definitions (functions, classes, lambdas bound
+to a name): no experiment of a page runs. It runs in a child process (``python -m
+autograder.instructor.functional JOB``) in bubblewrap without a network, each definition's import
+and each trial under a time limit, the global RNG seeded before each trial: the same files give
+the same report.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+import itertools
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import types
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from attention_checks import published
+
+from autograder.layout import REPO_ROOT, SOLUTIONS_DIR
+
+LEAK_SHARE = 0.5  # more than this share of a graded name's hidden points is a working implementation
+TRIAL_SECONDS = 10  # one candidate, one graded name, one adapter: every hidden case
+LOAD_SECONDS = 60  # one source's imports and definitions
+SKIPPED_FOLDERS = {"_build", ".git", "__pycache__", ".ipynb_checkpoints", ".venv"}
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class Earned:
+    """A function or class of the distribution that earns a graded name's points."""
+
+    file: str
+    function: str
+    graded: str
+    points: float
+    of: float
+    adapter: str
+
+    def line(self) -> str:
+        return (f"{self.file}: {self.function} earns {self.points:g} of {self.of:g} points as {self.graded} "
+                f"(called {self.adapter})")
+
+
+@dataclass
+class FunctionalReport:
+    sources: int = 0  # files and pages read (a copy of one already read counts once)
+    candidates: int = 0  # functions and classes found
+    trials: int = 0  # candidate x graded name x adapter calls run on the hidden cases
+    earned: list[Earned] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # sources that could not be read (not a leak)
+
+    def summary(self) -> str:
+        return (f"functional scan: {self.candidates} functions and classes of {self.sources} sources, tried as "
+                f"the graded names on their hidden cases ({self.trials} trials): {len(self.earned)} earn points")
+
+
+# --------------------------------------------------------------------------------------------
+# the parent's side
+
+
+def hidden_cases(source_dir: Path = SOLUTIONS_DIR) -> dict[str, list[dict]]:
+    """Graded name -> its hidden check calls (cases, points), from the source notebooks."""
+    from autograder.grading import release
+
+    found: dict[str, list[dict]] = {}
+    for assignment in release.find_assignments(source_dir):
+        for call in release.hidden_calls(source_dir, assignment):
+            found.setdefault(call.check.name, []).append(dict(cases=list(call.cases), points=call.points))
+    return found
+
+
+def _sandboxed(command: list[str], folder: Path, work: Path) -> list[str]:
+    """``command`` in bubblewrap: the system and ``folder`` read-only, no network, its own /tmp,
+    ``work`` writable."""
+    if shutil.which("bwrap") is None:
+        raise RuntimeError("the functional scan runs in bubblewrap (bwrap), which is not installed")
+    return ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", str(folder), str(folder),
+            "--bind", str(work), str(work), *command]
+
+
+def functional_scan(folder: Path, source_dir: Path = SOLUTIONS_DIR, timeout: float = 1800) -> FunctionalReport:
+    """Try every function and class under ``folder`` as each graded name (see the module's docstring)."""
+    folder = Path(folder).resolve()
+    with tempfile.TemporaryDirectory(prefix="publish-functional-") as tmp:
+        work = Path(tmp)
+        job = work / "job.json"
+        graded = published.encode(hidden_cases(source_dir), {})  # cases keep their tuples
+        job.write_text(json.dumps(dict(folder=str(folder), graded=graded,
+                                       report=str(work / "report.json"))), encoding="utf-8")
+        command = _sandboxed([sys.executable, "-m", "autograder.instructor.functional", str(job)], folder, work)
+        run = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
+        if run.returncode or not (work / "report.json").is_file():
+            raise RuntimeError(f"the functional scan stopped (exit {run.returncode}): {run.stderr.strip()[-2000:]}")
+        data = json.loads((work / "report.json").read_text(encoding="utf-8"))
+    return FunctionalReport(data["sources"], data["candidates"], data["trials"],
+                            [Earned(**e) for e in data["earned"]], data["problems"])
+
+
+# --------------------------------------------------------------------------------------------
+# the child's side: the sources, their definitions, the trials
+
+
+@dataclass(frozen=True)
+class Source:
+    """Code students get: a file's or a page's, where it is, and how its imports resolve."""
+
+    name: str  # shown in the report: a path under the distribution (a wheel's member after "!")
+    code: str
+    path_dir: Path | None = None  # put on sys.path while it loads (a plain module's folder)
+    package: tuple[str, Path] | None = None  # (dotted name inside its top package, top package's folder)
+
+
+def _package_of(path: Path, root: Path) -> tuple[str, Path] | None:
+    """(module's dotted name inside its top package, the top package's folder) of a file in a package."""
+    parts, folder = [path.stem], path.parent
+    while (folder / "__init__.py").is_file() and folder != root.parent:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (".".join(parts), folder / parts[0]) if len(parts) > 1 else None
+
+
+def _sources_of_tree(root: Path, shown: str) -> Iterator[Source]:
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not SKIPPED_FOLDERS & set(p.relative_to(root).parts)):
+        name = f"{shown}{path.relative_to(root)}"
+        if path.suffix == ".py":
+            yield Source(name, path.read_text(encoding="utf-8", errors="replace"), path.parent, _package_of(path, root))
+        elif path.suffix == ".ipynb":
+            try:
+                cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+            except ValueError:
+                continue
+            code = ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
+                    for c in cells if c.get("cell_type") == "code"]
+            yield Source(name, "\n\n".join(code), path.parent)
+        elif path.suffix == ".md":
+            cells = CODE_CELL.findall(path.read_text(encoding="utf-8", errors="replace"))
+            if cells:
+                yield Source(name, "\n\n".join(cells), path.parent)
+
+
+def sources(folder: Path, unpacked: Path) -> Iterator[Source]:
+    """Every source under ``folder``, the members of its wheels (unpacked into ``unpacked``) too."""
+    yield from _sources_of_tree(folder, "")
+    for wheel in sorted(p for p in folder.rglob("*.whl") if "_build" not in p.parts):
+        target = unpacked / wheel.name
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(target)
+        yield from _sources_of_tree(target, f"{wheel.relative_to(folder)}!")
+
+
+def definitions(code: str) -> ast.Module | None:
+    """The imports and definitions of ``code`` (IPython's magics dropped): what is run of it."""
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.split("\n"))
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    kept = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    body = [node for node in tree.body if isinstance(node, kept) or (
+        isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda))]
+    return ast.Module(body=body, type_ignores=[])
+
+
+class TimeUp(BaseException):
+    """A load or a trial ran past its time (a BaseException: the probe's `except Exception` lets it by)."""
+
+
+class _Limit:
+    def __init__(self, seconds: int):
+        self.seconds = seconds
+
+    def _ring(self, *_):
+        raise TimeUp()
+
+    def __enter__(self):
+        signal.signal(signal.SIGALRM, self._ring)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc):
+        signal.alarm(0)
+
+
+_ALIASES: dict[Path, str] = {}
+
+
+def _alias(package_dir: Path) -> str:
+    """A top-level name for a package of the distribution, so that its relative imports resolve
+    there and never to the grader's own package of the same name."""
+    if package_dir not in _ALIASES:
+        name = f"_published_{len(_ALIASES)}"
+        spec = importlib.util.spec_from_file_location(name, package_dir / "__init__.py",
+                                                      submodule_search_locations=[str(package_dir)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _ALIASES[package_dir] = name
+    return _ALIASES[package_dir]
+
+
+def load(source: Source, index: int) -> dict[str, Any]:
+    """The functions and classes ``source`` defines (name -> object), its definitions run."""
+    tree = definitions(source.code)
+    if tree is None or not tree.body:
+        return {}
+    if source.package is not None:
+        dotted, top = source.package
+        package = _alias(top)
+        inner = dotted.split(".", 1)[1] if "." in dotted else ""
+        module_name = f"{package}.{inner}"
+        parent = module_name.rsplit(".", 1)[0]
+    else:
+        module_name, parent = f"_published_source_{index}", None
+    module = types.ModuleType(module_name)
+    module.__dict__.update(__file__=source.name, __package__=parent, __builtins__=__builtins__)
+    sys.modules.setdefault(module_name, module)
+    added = str(source.path_dir) if source.path_dir else None
+    if added:
+        sys.path.insert(0, added)
+    try:
+        with _Limit(LOAD_SECONDS):
+            exec(compile(tree, source.name, "exec"), module.__dict__)  # noqa: S102 - in the scan's sandbox
+    finally:
+        if added and added in sys.path:
+            sys.path.remove(added)
+    def defined_here(value: Any) -> bool:
+        if isinstance(value, types.FunctionType):
+            return value.__code__.co_filename == source.name
+        return isinstance(value, type) and value.__module__ == module_name
+
+    return {name: value for name, value in vars(module).items() if defined_here(value)}
+
+
+class _Captured(Exception):
+    def __init__(self, args: tuple, kwargs: dict):
+        super().__init__()
+        self.call = (args, kwargs)
+
+
+def _capture(*args, **kwargs):
+    raise _Captured(args, kwargs)
+
+
+def first_call(check, case: dict) -> tuple[tuple, dict] | None:
+    """The arguments a check's call gives the student's object first (a class: its constructor's),
+    or None where the check looks at the object before calling it."""
+    try:
+        check.call(_capture, check.build(case), check.spec(case))
+    except _Captured as captured:
+        return captured.call
+    except Exception:  # noqa: BLE001 - the call needs more than a callable
+        return None
+    return None
+
+
+def _like(args: tuple, kwargs: dict, floating: bool):
+    import torch
+
+    tensors = [v for v in (*args, *kwargs.values()) if isinstance(v, torch.Tensor)]
+    return next((t for t in tensors if t.is_floating_point() == floating), None)
+
+
+def _cast(value: Any, args: tuple, kwargs: dict) -> Any:
+    """Tensors returned cast to the inputs' dtype and device (floating to floating, integer to integer)."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.dtype != torch.bool:
+        like = _like(args, kwargs, value.is_floating_point())
+        return value.to(like.device, like.dtype) if like is not None else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_cast(v, args, kwargs) for v in value)
+    return value
+
+
+def _listed(value: Any) -> Any:
+    return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def adapters(n_args: int) -> list[tuple[str, Callable[[tuple, dict], tuple[tuple, dict]]]]:
+    """(how, what it does to a call's arguments): as given, the positional ones in every other order
+    (the first four kept in place beyond three), integers as one-item lists, device= added."""
+    found = [("as the check calls it", lambda a, k: (a, k))]
+    orders = itertools.permutations(range(n_args)) if n_args <= 3 else [tuple(reversed(range(n_args)))]
+    for order in orders:
+        if list(order) != list(range(n_args)):
+            found.append((f"with its arguments in the order {order}", lambda a, k, o=order: (tuple(a[i] for i in o), k)))
+    found.append(("with integers as one-item lists", lambda a, k: (tuple(_listed(v) for v in a),
+                                                                 {n: _listed(v) for n, v in k.items()})))
+
+    def with_device(a, k):
+        like = _like(a, k, True)
+        like = _like(a, k, False) if like is None else like
+        return a, ({**k, "device": like.device} if like is not None else k)
+    found.append(("with device= the inputs' device", with_device))
+    return found
+
+
+def _binds(candidate: Any, call: tuple[tuple, dict]) -> bool:
+    try:
+        inspect.signature(candidate).bind(*call[0], **call[1])
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _adapted(candidate: Callable, change: Callable) -> Callable:
+    def student(*args, **kwargs):
+        given, named = change(args, kwargs)
+        return _cast(candidate(*given, **named), args, kwargs)
+    return student
+
+
+def trial(check, student: Any, calls: list[dict]) -> tuple[float, float]:
+    """(points earned, points) of ``student`` as ``check``'s graded name on its hidden calls."""
+    import torch
+
+    from attention_checks.answers.judging import REFERENCES, judge
+    from attention_checks.probe import probe_all
+
+    earned = total = 0.0
+    for call in calls:
+        torch.manual_seed(0)
+        probed = probe_all(check, student, call["cases"], torch.device("cpu"))
+        report = judge(check, call["cases"], probed.outcomes, points=call["points"], forbidden=probed.forbidden,
+                       devices=["cpu"] * len(call["cases"]), source=REFERENCES)
+        earned, total = earned + report.score, total + call["points"]
+    return earned, total
+
+
+def scan_here(folder: Path, graded: dict[str, list[dict]]) -> FunctionalReport:
+    """The scan itself (in the child process)."""
+    from attention_checks import registry
+
+    report = FunctionalReport()
+    checks = {check.name: check for check in registry.load_all().values() if check.name in graded}
+    calls = {name: first_call(check, graded[name][0]["cases"][0]) for name, check in checks.items()}
+    seen: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="functional-wheels-") as unpacked:
+        for index, source in enumerate(sources(folder, Path(unpacked))):
+            digest = hashlib.sha256(source.code.encode()).hexdigest()
+            if digest in seen:
+                continue
+            seen.add(digest)
+            report.sources += 1
+            try:
+                found = load(source, index)
+            except (Exception, TimeUp) as error:  # noqa: BLE001 - code students get that does not load here
+                report.problems.append(f"{source.name}: not loaded ({type(error).__name__}: {error})"[:300])
+                continue
+            report.candidates += len(found)
+            for name, candidate in sorted(found.items()):
+                report.earned += _try(report, source.name, name, candidate, checks, calls, graded)
+    return report
+
+
+def _try(report: FunctionalReport, file: str, name: str, candidate: Any, checks: dict, calls: dict,
+         graded: dict) -> list[Earned]:
+    """The graded names ``candidate`` earns the points of (the best adapter for each)."""
+    earned = []
+    for graded_name, check in sorted(checks.items()):
+        if (check.kind == "class") != isinstance(candidate, type):
+            continue
+        call = calls[graded_name]
+        if check.kind == "class":
+            tries = [("as the check calls it", candidate)] if call is None or _binds(candidate, call) else []
+        else:
+            tries = [(how, _adapted(candidate, change)) for how, change in adapters(len(call[0]) if call else 0)
+                     if call is None or _binds(candidate, change(*call))]
+        best = None
+        for how, student in tries:
+            report.trials += 1
+            try:
+                with _Limit(TRIAL_SECONDS):
+                    points, of = trial(check, student, graded[graded_name])
+            except (Exception, TimeUp):  # noqa: BLE001 - a trial that stops earns nothing
+                continue
+            if points > LEAK_SHARE * of and (best is None or points > best.points):
+                best = Earned(file, name, graded_name, round(points, 2), of, how)
+        if best is not None:
+            earned.append(best)
+    return earned
+
+
+def main(job_path: str) -> int:
+    job = json.loads(Path(job_path).read_text(encoding="utf-8"))
+    sys.path.insert(0, str(REPO_ROOT))
+    report = scan_here(Path(job["folder"]), published.decode(job["graded"], {}))
+    Path(job["report"]).write_text(json.dumps(asdict(report)), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
