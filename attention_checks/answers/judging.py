@@ -126,9 +126,17 @@ class References:
     def expected(self, check: "Check", key: str, x: "Inputs", spec: "Spec") -> dict[str, Any]:
         return answer_for(check).reference(x, spec)
 
+    def __init__(self):
+        self._mistakes: dict[tuple[int, str], list[Mistake]] = {}
+
     def mistakes(self, check: "Check", case: "Judged") -> list[Mistake]:
-        with quiet():
-            return list(merge_twins(answer_for(check).mistakes(case.x, case.spec, case.expected)).values())
+        """A case's known mistakes, computed once per process (as its Judged form is)."""
+        key = (id(check), case.key)
+        if key not in self._mistakes:
+            with quiet():
+                self._mistakes[key] = list(merge_twins(answer_for(check).mistakes(case.x, case.spec,
+                                                                                  case.expected)).values())
+        return self._mistakes[key]
 
     def crash(self, check: "Check", case: "Judged", error: str) -> list[str]:
         answer = answer_for(check)

@@ -19,6 +19,7 @@ the same report.
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import importlib.util
 import inspect
@@ -41,8 +42,8 @@ from attention_checks import published
 from autograder.layout import REPO_ROOT, SOLUTIONS_DIR
 
 LEAK_SHARE = 0.5  # more than this share of a graded name's hidden points is a working implementation
-TRIAL_SECONDS = 10  # one candidate, one graded name, one adapter: every hidden case
-LOAD_SECONDS = 60  # one source's imports and definitions
+TRIAL_SECONDS = 60  # one candidate, one graded name, one adapter: every hidden case
+LOAD_SECONDS = 120  # one source's imports and definitions
 SKIPPED_FOLDERS = {"_build", ".git", "__pycache__", ".ipynb_checkpoints", ".venv"}
 CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
 
@@ -332,20 +333,60 @@ def _adapted(candidate: Callable, change: Callable) -> Callable:
     return student
 
 
+_BUILT: dict[tuple[int, str], Any] = {}
+
+
+def _inputs(check, case: dict):
+    """A case's inputs, built once (the decoders' weights take a while) and copied for each trial."""
+    key = (id(check), repr(sorted((str(k), repr(v)) for k, v in case.items())))
+    if key not in _BUILT:
+        _BUILT[key] = check.build(case)
+    return copy.deepcopy(_BUILT[key])
+
+
+def _most_it_can_earn(check, student: Any, calls: list[dict]) -> float:
+    """The points ``student`` could earn at most: a case that raises earns none. Called plainly
+    (no watch of forbidden calls, which only takes points away), it stops as soon as the cases
+    that raise leave no more than LEAK_SHARE of the points: most candidates never return."""
+    from attention_checks.core import quiet
+
+    total = sum(call["points"] for call in calls)
+    most = total
+    for call in calls:
+        for case in call["cases"]:
+            try:
+                with quiet():
+                    check.call(student, _inputs(check, case), check.spec(case))
+            except Exception:  # noqa: BLE001 - the candidate's failure
+                most -= call["points"] / len(call["cases"])
+                if most <= LEAK_SHARE * total:
+                    return most
+    return most
+
+
 def trial(check, student: Any, calls: list[dict]) -> tuple[float, float]:
-    """(points earned, points) of ``student`` as ``check``'s graded name on its hidden calls."""
+    """(points earned, points) of ``student`` as ``check``'s graded name on its hidden calls, as the
+    grader judges them (no run on the meta device: it can only take points away). Stops once the
+    calls left cannot bring it past LEAK_SHARE; a call none of whose cases returns is not judged."""
     import torch
 
     from attention_checks.answers.judging import REFERENCES, judge
-    from attention_checks.probe import probe_all
+    from attention_checks.core import ForbiddenCalls
+    from attention_checks.probe import probe
 
-    earned = total = 0.0
-    for call in calls:
+    earned, total = 0.0, sum(call["points"] for call in calls)
+    if _most_it_can_earn(check, student, calls) <= LEAK_SHARE * total:
+        return 0.0, total
+    for index, call in enumerate(calls):
         torch.manual_seed(0)
-        probed = probe_all(check, student, call["cases"], torch.device("cpu"))
-        report = judge(check, call["cases"], probed.outcomes, points=call["points"], forbidden=probed.forbidden,
-                       devices=["cpu"] * len(call["cases"]), source=REFERENCES)
-        earned, total = earned + report.score, total + call["points"]
+        guard = ForbiddenCalls(check.forbidden)
+        outcomes = [probe(check, student, _inputs(check, case), check.spec(case), guard) for case in call["cases"]]
+        if any(outcome.error is None for outcome in outcomes):
+            earned += judge(check, call["cases"], outcomes, points=call["points"], forbidden=guard.seen,
+                            devices=["cpu"] * len(outcomes), source=REFERENCES).score
+        left = sum(later["points"] for later in calls[index + 1:])
+        if earned + left <= LEAK_SHARE * total:
+            break
     return earned, total
 
 
