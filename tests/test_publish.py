@@ -1,4 +1,6 @@
 """The student distribution (`python -m autograder publish DIR`): nothing of the answer key in it.
+(The functional scan's own tests, planted implementations, are tests/test_functional_scan.py; the
+visible tests judged from the published data, tests/test_published_answers.py.)
 
 One distribution, written by the command as an instructor runs it, serves every test: the scan
 of every file for every secret line (autograder.instructor.publish says what one is), a scan that must fail
@@ -45,6 +47,8 @@ def test_no_file_of_the_distribution_holds_a_line_of_a_model_solution_or_a_hidde
     report = _scan(dist)
     assert report.hits == [], _hits(report)
     assert run.returncode == 0 and report.summary() in run.stdout, run.stdout + run.stderr[-3000:]
+    # and the functional scan: nothing in it earns a graded name's points (issue 48)
+    assert "functional scan: " in run.stdout and ": 0 earn points" in run.stdout, run.stdout + run.stderr[-3000:]
     # what was scanned: every file (the wheel's members, the notebooks), secrets from every assignment
     secrets = publish.secret_lines(REPO / "solutions", dist / "exercises")
     assert report.secrets == len(secrets) > 300
@@ -99,8 +103,17 @@ def test_the_distribution_is_the_students_edition(published):
     assert wheel.name == setting.wheel
     assert release.install_problems([dist / "exercises"], sha256=publish.sha256(wheel)) == []
     with zipfile.ZipFile(wheel) as archive:
-        assert {name.split("/")[0] for name in archive.namelist()} == {
+        names = archive.namelist()
+        assert {name.split("/")[0] for name in names} == {
             "attention_checks", f"attention_checks-{setting.version}.dist-info"}
+    # no reference and no mistake of answers/, in the folder or the wheel: only the judging that
+    # computes no answer, and the visible cases' answers as data, for every assignment
+    assert {p.name for p in (dist / "attention_checks" / "answers").glob("*.py")} == publish.SHIPPED_ANSWERS
+    assert {n.removeprefix("attention_checks/answers/") for n in names
+            if n.startswith("attention_checks/answers/")} == publish.SHIPPED_ANSWERS
+    data = {f"{a}{suffix}" for a in release.find_assignments(REPO / "solutions") for suffix in (".json", ".pt")}
+    assert {p.name for p in (dist / "attention_checks" / "visible").iterdir()} == data
+    assert {n.removeprefix("attention_checks/visible/") for n in names if "/visible/" in n} == data
     # the same sources give the same wheel, byte for byte (the pinned hash stays right)
     again = publish.build_wheel(dist, dist.parent / "again")
     assert publish.sha256(again) == publish.sha256(wheel)
