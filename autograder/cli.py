@@ -686,6 +686,8 @@ def _publish(args) -> int:
     print(done.functional.summary())
     for file, line, where in done.report.hits:
         print(f"  leak: {file}: {line!r} (from {where})", file=sys.stderr)
+    for problem in done.functional.problems:
+        print(f"  note: functional scan: {problem}")
     for earned in done.functional.earned:
         print(f"  leak: {earned.line()}", file=sys.stderr)
     if done.leaks:

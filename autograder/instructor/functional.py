@@ -74,7 +74,8 @@ class FunctionalReport:
 
     def summary(self) -> str:
         return (f"functional scan: {self.candidates} functions and classes of {self.sources} sources, tried as "
-                f"the graded names on their hidden cases ({self.trials} trials): {len(self.earned)} earn points")
+                f"the graded names on their hidden cases ({self.trials} trials): {len(self.earned)} earn points"
+                + (f" ({len(self.problems)} sources with code that could not run)" if self.problems else ""))
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,8 +222,9 @@ def _alias(package_dir: Path) -> str:
     return _ALIASES[package_dir]
 
 
-def load(source: Source, index: int) -> dict[str, Any]:
-    """The functions and classes ``source`` defines (name -> object), its definitions run."""
+def load(source: Source, index: int, problems: list[str]) -> dict[str, Any]:
+    """The functions and classes ``source`` defines (name -> object), its definitions run (each that
+    cannot run noted in ``problems``)."""
     tree = definitions(source.code)
     if tree is None or not tree.body:
         return {}
@@ -240,12 +242,20 @@ def load(source: Source, index: int) -> dict[str, Any]:
     added = str(source.path_dir) if source.path_dir else None
     if added:
         sys.path.insert(0, added)
+    failed = []
     try:
         with _Limit(LOAD_SECONDS):
-            exec(compile(tree, source.name, "exec"), module.__dict__)  # noqa: S102 - in the scan's sandbox
+            for node in tree.body:  # one at a time: a definition that needs what was left out loses itself only
+                try:
+                    exec(compile(ast.Module([node], type_ignores=[]), source.name, "exec"),  # noqa: S102 - sandboxed
+                         module.__dict__)
+                except Exception as error:  # noqa: BLE001 - code students get that does not run here
+                    failed.append(f"line {node.lineno}: {type(error).__name__}: {error}")
     finally:
         if added and added in sys.path:
             sys.path.remove(added)
+    if failed:
+        problems.append(f"{source.name}: {len(failed)} definitions not run ({failed[0]})"[:300])
     def defined_here(value: Any) -> bool:
         if isinstance(value, types.FunctionType):
             return value.__code__.co_filename == source.name
@@ -406,7 +416,7 @@ def scan_here(folder: Path, graded: dict[str, list[dict]]) -> FunctionalReport:
             seen.add(digest)
             report.sources += 1
             try:
-                found = load(source, index)
+                found = load(source, index, report.problems)
             except (Exception, TimeUp) as error:  # noqa: BLE001 - code students get that does not load here
                 report.problems.append(f"{source.name}: not loaded ({type(error).__name__}: {error})"[:300])
                 continue
