@@ -355,7 +355,11 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     if site:
         build_site(dest)
     report = scan(dest, secret_lines(source_dir, dest / "exercises"))
-    return Published(dest, assignments, wheel, digest, report, functional_scan(dest, source_dir))
+    try:
+        functional = functional_scan(dest, source_dir)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:  # no bubblewrap, or the scan stopped: not proven clean
+        raise PublishError(f"the functional scan could not run, so the distribution is not proven clean: {err}") from None
+    return Published(dest, assignments, wheel, digest, report, functional)
 
 
 def build_site(dist: Path) -> Path:
