@@ -2,7 +2,7 @@
 
 Students get no reference: their checks judge the visible cases from the answers the course
 publishes as data (attention_checks.published, written by autograder.grading.release). For every
-assignment, every simulated student of tests/corpus/ runs the released notebook's test cells
+assignment, the model solution and every buggy simulated student of tests/corpus/ run the released notebook's test cells
 in-process; each check's outcomes are judged twice, once by the references and once by the data,
 and the two reports (points, every line, every hint) must be the same. Where a check's hints are
 code that the data cannot hold (a check's own reading of a crash; a mistake recognised by a test on
@@ -22,6 +22,8 @@ from attention_checks.answers import judging
 from autograder.grading import release
 from classroom import REPO, load_corpus
 from classroom.notebook import SourceNotebook
+
+pytestmark = pytest.mark.slow  # every buggy corpus student's visible tests, judged twice
 
 ASSIGNMENTS = release.find_assignments(REPO / "solutions")
 
@@ -74,7 +76,8 @@ def test_every_corpus_student_gets_the_same_visible_verdicts_and_hints(assignmen
     monkeypatch.setattr(judging, "judge", both)
     notebook = SourceNotebook(assignment)
     cells = _visible_cells(assignment)
-    students = [("model solution", {})] + [(e.name, e.cells) for e in load_corpus(assignment)]
+    # the buggy ones: a corpus student that earns full marks passes as the model solution does
+    students = [("model solution", {})] + [(e.name, e.cells) for e in load_corpus(assignment) if e.expect == "partial"]
     for student, answers in students:
         namespace = notebook.student(answers)
         for cell in cells:
