@@ -385,6 +385,13 @@ def _lms_commands(commands) -> None:
     exp.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
                      help="take PERCENT of the maximum off the grade of a submission the LMS marked late "
                           "(default: none; late is reported in the reason, not penalised)")
+    exp.add_argument("--feedback-zip", type=Path, metavar="ZIP",
+                     help="canvas, moodle: also write each graded student's feedback page into ZIP, named as the "
+                          "LMS's bulk upload wants (Canvas: Submissions > Re-Upload Submissions, needs --collected; "
+                          "Moodle: View all submissions > Upload multiple feedback files in a zip)")
+    exp.add_argument("--collected", type=Path, metavar="SUBMISSIONS",
+                     help="canvas --feedback-zip: the folder `collect --lms canvas` wrote (its report names each "
+                          "student's file in Canvas's download, which the feedback is attached to)")
     exp.set_defaults(run=_export)
 
 
@@ -420,10 +427,15 @@ def _export(args) -> int:
     grades = args.results / "grades.csv"
     if not grades.is_file():
         raise InputError(f"no grades.csv in {args.results}")
+    if args.feedback_zip and args.format == "csv":
+        raise InputError("--feedback-zip is the bulk upload of an LMS: use it with --format canvas or moodle")
+    if args.feedback_zip and args.format == "canvas" and not args.collected:
+        raise InputError("canvas --feedback-zip needs --collected SUBMISSIONS (the folder `collect --lms canvas` "
+                         "wrote): Canvas attaches a re-uploaded file to the submitted file whose ids its name carries")
     roster = read_roster(args.roster) if args.roster else None
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
-    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
-                            args.late_penalty)
+    assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
+                                        gradebook, args.late_penalty)
     for student_id in left_out:
         print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
     for row in rows:
@@ -433,14 +445,28 @@ def _export(args) -> int:
             print(f"note: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
     for row in pending:
-        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "
-              f"({row.to_grade_by_hand:g} points) not graded yet", file=sys.stderr)
+        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     if pending:
-        print(f"{len(pending)} students' grades leave out written answers not graded yet: grade them in nbgrader's "
-              "formgrader (after `export-gradebook`), then export with --gradebook", file=sys.stderr)
+        print(f"{len(pending)} students' grades leave out written answers not graded yet (the LMS gets their share "
+              "of the counted points): grade them in nbgrader's formgrader (after `export-gradebook`), then export "
+              "with --gradebook", file=sys.stderr)
     source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
     print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
+    if args.feedback_zip:
+        _export_feedback(args, assignment, rows)
     return 0
+
+
+def _export_feedback(args, assignment: str, rows: list) -> None:
+    """export --feedback-zip: the LMS's bulk upload of the feedback pages."""
+    from autograder.instructor.lms import canvas_uploads, feedback_upload, write_zip
+
+    uploads = canvas_uploads(args.collected, assignment) if args.format == "canvas" else None
+    upload = feedback_upload(args.results, args.format, rows, assignment, uploads)
+    for row, why in upload.left_out:
+        print(f"no feedback file: {row.student.student_id} ({row.student.name}): {why}", file=sys.stderr)
+    write_zip(args.feedback_zip, upload.members)
+    print(f"wrote {len(upload.members)} feedback pages -> {args.feedback_zip}")
 
 
 # --------------------------------------------------------------------------

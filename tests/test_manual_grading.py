@@ -128,7 +128,8 @@ def test_the_lms_export_takes_the_hand_given_points_from_the_gradebook(graded):
 
     before = _export(results, tmp / "before.csv", "--format", "csv")
     exported = {r["student_id"]: r for r in _csv((tmp / "before.csv").read_text(encoding="utf-8-sig"))}
-    assert (float(exported["answered"]["score"]), float(exported["answered"]["max_score"])) == (auto, total)
+    # the score rule: a written answer not graded yet is in neither the points nor the maximum
+    assert (float(exported["answered"]["score"]), float(exported["answered"]["max_score"])) == (auto, total - 2)
     assert exported["answered"]["to_grade_by_hand"] == "2" and exported["blank"]["to_grade_by_hand"] == "0"
     assert "to grade by hand: answered" in before.stderr and "blank" not in before.stderr.split("students' grades")[0]
 
