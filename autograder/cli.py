@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     _lms_commands(commands)  # collect, export
     _export_gradebook_command(commands)
     _similarity_command(commands)
+    _report_command(commands)  # the class's mistakes
     _service_commands(commands)  # serve, tokens
     _publish_command(commands)  # the student distribution
     return parser
@@ -550,6 +551,32 @@ def _similarity(args) -> int:
         print(f"{rank:3}. {display_name(p.first)} / {display_name(p.second)}: "
               f"{p.similarity[0]:.0%} / {p.similarity[1]:.0%}")
     print(f"compared {len(pairs)} pairs -> {args.out}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# the class's mistakes: report
+
+
+def _report_command(commands) -> None:
+    cmd = commands.add_parser(
+        "report", help="the class's mistakes: scores, failure rates, diagnosed mistakes ranked, crashes",
+        description="Write an HTML page that opens offline (figures embedded, no script) and a CSV per "
+                    "assignment from RESULTS/results.json: the distribution of the autograded scores, each graded "
+                    "name's failure rate, the mistakes the checks diagnosed ranked by how many students made them "
+                    "(the hint and one case's inputs), and the exceptions students' code raised, by type.")
+    cmd.add_argument("results", type=Path, metavar="RESULTS")
+    cmd.add_argument("--out", type=Path, metavar="REPORT.html",
+                     help="the page; each assignment's CSV is REPORT-<assignment>.csv beside it "
+                          "(default: RESULTS/class-report.html)")
+    cmd.set_defaults(run=_report)
+
+
+def _report(args) -> int:
+    from autograder.instructor.class_report import write_report
+
+    written = write_report(args.results, args.out or args.results / "class-report.html")
+    print(f"wrote the class report -> {written[0]} ({', '.join(p.name for p in written[1:])})")
     return 0
 
 

@@ -414,10 +414,11 @@ def test_no_cell_of_an_export_is_a_formula_and_the_lms_reads_its_columns(tmp_pat
         assert any(cell.startswith("'=HYPERLINK") for cell in cells)  # kept, as text
         header, *rows = table
         if fmt == "canvas":  # Canvas matches students by ID and reads the assignment's column as a number
-            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "11", "1002": "", "1003": "5.5", "1004": ""}
+            # s1: 11 of 11 with a written answer pending is the same share, 12, of the whole 12
+            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "12", "1002": "", "1003": "5.5", "1004": ""}
             assert rows[0][5] == "12"
         elif fmt == "moodle":  # Moodle: "Participant <id>", a number or nothing in Grade
-            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "11", "Participant 1002": "",
+            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "12", "Participant 1002": "",
                                                   "Participant 1003": "5.5", "Participant 1004": ""}
         else:  # this tool reads its own CSV back exactly
             back = {r["student_id"]: r for r in lms.read_csv(out)}

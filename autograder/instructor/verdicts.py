@@ -5,7 +5,7 @@ the student's code raised, and the first failing case's inputs (their shapes).
 The messages are the checks' reports (attention_checks/answers/judging.py): a first line
 ``✗ NAME: 3 of 4 cases fail (...)`` (or ``✗ NAME is not implemented yet``, ``✗ NAME calls
 torch.softmax, which this exercise asks you to write yourself...``), then one block per
-failing case::
+failing case (a passing test: ``✓ NAME: all 4 cases pass ...``)::
 
     case 2: query (2, 4, 8), key (2, 6, 8), value (2, 6, 6); float32 on cpu
         raised AttributeError: 'NoneType' object has no attribute 'dtype'
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_HEAD = re.compile(r"^✗ (?P<name>[\w.]+)(?::| is not implemented| calls )")
+_HEAD = re.compile(r"^[✓✗] (?P<name>[\w.]+)(?::| is not implemented| calls )")
 _CASE = re.compile(r"^case \d+: (?P<inputs>.+)$")
 _HINT = re.compile(r"^\s+hint: (?P<hint>.+)$")
 _RAISED = re.compile(r"^\s+(?:\S+ : )?raised (?P<exception>[A-Za-z_][\w.]*)")
@@ -34,9 +34,9 @@ class Verdict:
     """What one failing test's message says."""
 
     name: str  # the graded function or class ("" when the message names none)
-    hints: list[str] = field(default_factory=list)  # each diagnosis once, in order
-    exceptions: list[str] = field(default_factory=list)  # exception types the student's code raised
-    first_case: str = ""  # the first failing case's inputs: "query (2, 5, 8), key (2, 5, 8), ..."
+    # each diagnosis once, in order, with the inputs of the case it was given for ("query (2, 5, 8), ...")
+    hints: dict[str, str] = field(default_factory=dict)
+    exceptions: dict[str, str] = field(default_factory=dict)  # exception types the student's code raised, the same
     not_implemented: bool = False
 
     @property
@@ -46,12 +46,12 @@ class Verdict:
             return NOT_IMPLEMENTED
         if self.hints:
             return " / ".join(self.hints)
-        return f"raised {self.exceptions[0]}" if self.exceptions else ""
+        return f"raised {next(iter(self.exceptions))}" if self.exceptions else ""
 
 
 def read_verdict(message: str, grade_id: str = "") -> Verdict:
-    """The verdict of a failing test's ``message``; ``grade_id`` names a message without a
-    ``✗ NAME`` line (a test cell whose own code failed)."""
+    """The verdict of a test's ``message``; ``grade_id`` names a message without a ``✗ NAME``
+    or ``✓ NAME`` line (a test cell whose own code failed)."""
     lines = message.splitlines()
     head = _HEAD.match(lines[0]) if lines else None
     verdict = Verdict(head["name"] if head else "")
@@ -59,15 +59,16 @@ def read_verdict(message: str, grade_id: str = "") -> Verdict:
         verdict.not_implemented = True
     forbidden = _FORBIDDEN.match(lines[0]) if lines else None
     if forbidden:
-        verdict.hints.append(forbidden["verdict"])
+        verdict.hints[forbidden["verdict"]] = ""
+    inputs = ""
     for line in lines[1:]:
         case, hint, raised = _CASE.match(line), _HINT.match(line), _RAISED.match(line)
-        if case and not verdict.first_case:
-            verdict.first_case = case["inputs"]
-        elif hint and hint["hint"] != AS_ABOVE and hint["hint"] not in verdict.hints:
-            verdict.hints.append(hint["hint"])
-        elif raised and raised["exception"] not in verdict.exceptions:
-            verdict.exceptions.append(raised["exception"])
+        if case:
+            inputs = case["inputs"]
+        elif hint and hint["hint"] != AS_ABOVE:
+            verdict.hints.setdefault(hint["hint"], inputs)
+        elif raised:
+            verdict.exceptions.setdefault(raised["exception"], inputs)
     if not verdict.name:
         verdict.name = grade_id
     return verdict
