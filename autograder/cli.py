@@ -171,15 +171,16 @@ def _grade(args) -> int:
         top = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
         root = find_root(top, assignments)
         unzipped = unpack_student_zips(root, tmp / "students")
+        given = submissions if submissions.is_file() else _only_zip(root) if unzipped else root  # not in tmp
         if unzipped:
             progress_line(f"unpacked the per-student zips of {root} (each zip's name is its student's id)")
             top = root = unzipped
         collected = collect_notes(top, assignments)  # what `collect` said: late, superseded, not placed
         expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
         if not expected:
-            raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks))
+            raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks, given))
         graded_here = not (args.scheduler or args.scheduler_file)  # a cluster's workers grade on their machines
-        for hint in [*_layout_hints(root, assignments, notebooks),
+        for hint in [*_layout_hints(root, assignments, notebooks, given),
                      *sandbox_hints(args.sandbox, args.memory if graded_here else 0)]:
             print(f"autograder: warning: {hint}", file=sys.stderr)
         present = sorted({s.assignment for s in expected})
@@ -246,27 +247,41 @@ def _with_collect_notes(expected: list, collected: dict, notebooks: dict) -> lis
     return sorted(with_notes, key=lambda s: (s.student_id, s.assignment, s.notebook))
 
 
-def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebooks: dict) -> str:
-    """Why ``grade`` found nothing: what is there, and what to do."""
+def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebooks: dict, given: Path) -> str:
+    """Why ``grade`` found nothing: what is there, and what to do (``given``: what the user gave
+    that ``root`` was read from, as in _layout_hints)."""
     from autograder.submissions import listing
 
     lines = [f"nothing to grade in {submissions}: no <student_id>/<assignment>/<notebook>.ipynb for any "
              f"assignment of the source ({', '.join(assignments)})", "found:"]
     lines += [f"  {line}" for line in listing(root)]
-    hints = _layout_hints(root, assignments, notebooks)
+    hints = _layout_hints(root, assignments, notebooks, given)
     return "\n".join(lines + hints[:20] + (["..."] if len(hints) > 20 else []))
 
 
-def _layout_hints(root: Path, assignments: list[str], notebooks: dict) -> list[str]:
+def _layout_hints(root: Path, assignments: list[str], notebooks: dict, given: Path) -> list[str]:
     """What looks wrong in the layout: an LMS download not collected, folders and notebooks
-    not where `grade` reads them."""
-    from autograder.instructor.lms import guess_download
+    not where `grade` reads them. ``given``: the folder or zip the user gave that holds ``root``
+    (which may be unpacked in a temporary folder), for a collect command that reads it."""
+    import shlex
+
+    from autograder.instructor.lms import guess_assignment, guess_download
     from autograder.submissions import diagnose
 
     download = guess_download(root)
-    hints = [f"this looks like a {download.capitalize()} download: run `python -m autograder collect {root} --lms "
-             f"{download} --assignment ASSIGNMENT --out SUBMISSIONS` first, then grade SUBMISSIONS"] if download else []
+    hints = []
+    if download:
+        assignment = guess_assignment(root, download, notebooks) or "ASSIGNMENT"
+        hints.append(f"this looks like a {download.capitalize()} download: run `python -m autograder collect "
+                     f"{shlex.quote(str(given))} --lms {download} --assignment {assignment} --out SUBMISSIONS` "
+                     "first, then grade SUBMISSIONS")
     return hints + diagnose(root, assignments, notebooks)
+
+
+def _only_zip(folder: Path) -> Path:
+    """The one zip in ``folder`` (a download saved into a folder of its own), else the folder."""
+    zips = [p for p in folder.iterdir() if p.suffix.lower() == ".zip" and p.is_file()]
+    return zips[0] if len(zips) == 1 else folder
 
 
 def _kernels_can_start() -> None:
@@ -397,7 +412,7 @@ def _lms_commands(commands) -> None:
 
 
 def _collect(args) -> int:
-    from autograder.instructor.lms import PATTERNS, collect, read_roster, write_collect_report
+    from autograder.instructor.lms import PATTERNS, collect, guess_lms, read_roster, write_collect_report
     from autograder.layout import find_assignments
 
     download, out = args.download.resolve(), args.out.resolve()
@@ -416,6 +431,10 @@ def _collect(args) -> int:
     for p in report:
         if p.status in ("superseded", "unplaced"):
             print(f"{p.status}: {p.file}: {p.reason}", file=sys.stderr)
+    looks_like = guess_lms([p.file for p in report]) if not (counts["placed"] or args.pattern) else None
+    if looks_like and looks_like != args.lms:
+        print(f"autograder: collect: this looks like a {looks_like.capitalize()} download, not {args.lms.capitalize()}'s: "
+              f"run it again with --lms {looks_like}", file=sys.stderr)
     print(f"collected {counts['placed']} notebooks of {args.assignment} into {out} "
           f"({', '.join(f'{n} {s}' for s, n in counts.items())}); every file: {path}")
     return 0 if counts["placed"] else 1

@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from autograder.instructor import lms
-from classroom import load_corpus, make_submission, notebook_name, tree_digest
+from classroom import REPO, load_corpus, make_submission, notebook_name, tree_digest
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -334,7 +334,6 @@ def test_the_gradebook_holds_what_nbgrader_autograde_would_record(tmp_path, monk
     from traitlets.config import Config
 
     from autograder.instructor.gradebook import write_gradebook
-    from classroom import REPO
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # nbgrader's alembic is found without an activated venv
     source = nbformat.read(REPO / "solutions" / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
@@ -643,3 +642,45 @@ def test_a_pending_written_answer_is_in_neither_the_points_nor_the_maximum(tmp_p
     plain = {r["student_id"]: r for r in _read(tmp_path / "csv.csv")}
     assert [(plain[s]["score"], plain[s]["max_score"]) for s in ("pending", "half", "graded")] == [
         ("8", "8"), ("4", "8"), ("9", "10")]
+
+
+# --------------------------------------------------------------------------
+# the instructor's odd files
+
+
+def test_a_roster_saved_by_a_spreadsheet_in_utf16_or_cp1252_is_read(tmp_path):
+    rows = [["student_id", "lms_id", "name"], ["s1", "1201", "Müller, José"], ["s2", "1202", "Zoë “Zo” Brontë"]]
+    unicode_text = tmp_path / "unicode.txt"  # Excel's "Unicode Text": UTF-16 with a byte-order mark, tabs
+    unicode_text.write_bytes("\r\n".join("\t".join(row) for row in rows).encode("utf-16"))
+    windows = tmp_path / "windows.csv"  # Excel's "CSV" on a Windows in French: cp1252, semicolons
+    windows.write_bytes("\r\n".join(";".join(f'"{c}"' if "," in c else c for c in row) for row in rows).encode("cp1252"))
+    for path in (unicode_text, windows):
+        assert [(s.student_id, s.lms_id, s.name) for s in lms.read_roster(path)] == [
+            ("s1", "1201", "Müller, José"), ("s2", "1202", "Zoë “Zo” Brontë")], path.name
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["canvas-zip", "zip-in-a-zip"])
+def test_grade_on_a_raw_canvas_download_suggests_a_collect_command_that_works(tmp_path, wrapped):
+    download = canvas_download(tmp_path)
+    if wrapped:  # the download, zipped again (as a browser or a colleague may send it)
+        (tmp_path / "outer").mkdir()
+        with zipfile.ZipFile(tmp_path / "outer" / "from-a-colleague.zip", "w") as archive:
+            archive.write(download, "submissions.zip")
+            archive.writestr("__MACOSX/._submissions.zip", b"\0")
+        download = tmp_path / "outer" / "from-a-colleague.zip"
+    run = _cli("grade", download, "--out", tmp_path / "R", cwd=REPO)
+    assert run.returncode == 1, run.stderr
+    (suggested,) = re.findall(r"run `(python -m autograder collect .+?)` first", run.stderr)
+    assert f"collect {download} --lms canvas --assignment {ASSIGNMENT} --out SUBMISSIONS" in suggested
+    run = subprocess.run(suggested.replace("python", sys.executable, 1).replace("SUBMISSIONS", str(tmp_path / "S")),
+                         shell=True, cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0 and "collected 3 notebooks" in run.stdout, run.stderr
+    assert sorted(p.name for p in (tmp_path / "S").iterdir() if p.is_dir()) == ["1201", "1202", "1203"]
+
+
+def test_collect_with_the_wrong_lms_says_which_the_download_looks_like(tmp_path):
+    run = _cli("collect", moodle_download(tmp_path), "--assignment", ASSIGNMENT, "--out", tmp_path / "S", cwd=REPO)
+    assert run.returncode == 1 and "looks like a Moodle download, not Canvas's: run it again with --lms moodle" in run.stderr
+    run = _cli("collect", canvas_download(tmp_path), "--lms", "moodle", "--assignment", ASSIGNMENT, "--out",
+               tmp_path / "S2", cwd=REPO)
+    assert run.returncode == 1 and "--lms canvas" in run.stderr

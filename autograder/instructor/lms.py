@@ -24,6 +24,7 @@ student whose written answers were not graded yet is named.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -44,11 +45,26 @@ from autograder.submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, 
 def guess_download(root: Path) -> str | None:
     """The LMS whose bulk download ``root`` looks like ('canvas', 'moodle'): most of its files
     are named as that LMS names them. None for anything else."""
-    files = [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))[:2000] if p.is_file()]
+    return guess_lms([p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))[:2000] if p.is_file()])
+
+
+def guess_lms(files: list[str]) -> str | None:
+    """The LMS that names most of ``files`` (paths inside a download) as its download does."""
     for lms, pattern in PATTERNS.items():
         if files and 2 * sum(re.fullmatch(pattern, f) is not None for f in files) >= len(files):
             return lms
     return None
+
+
+def guess_assignment(root: Path, lms: str, notebooks: dict[str, list[str]]) -> str | None:
+    """The one assignment whose notebooks the files of an LMS download in ``root`` are, if one."""
+    found = set()
+    for path in sorted(root.rglob("*.ipynb"))[:2000]:
+        match = re.fullmatch(PATTERNS[lms], path.relative_to(root).as_posix())
+        if match:
+            stem = _COPY_NUMBER.sub("", PurePosixPath(match["file"]).stem)
+            found |= {a for a, names in notebooks.items() if stem in names}
+    return found.pop() if len(found) == 1 else None
 
 
 # A copy's number in an uploaded name: Canvas's "qkv-1.ipynb", a browser's "qkv (2).ipynb".
@@ -97,7 +113,7 @@ def read_roster(path: Path) -> list[Student]:
     ``email``, ``sis_user_id``, ``sis_login_id``, ``section``), or the LMS's own export as it
     comes: Canvas's gradebook export (``Student``, ``ID``, ...) or Moodle's grading worksheet
     (``Identifier``, ``Full name``, ...), where the LMS id is the student id."""
-    rows = read_csv(path, "the roster ")
+    rows = read_csv(path, "the roster ", spreadsheet=True)
     students = []
     for row in rows:
         if "student_id" in row:
@@ -149,12 +165,21 @@ def _entries(download: Path) -> list[Entry]:
                       p.read_bytes, p.is_symlink()) for p in sorted(download.rglob("*")) if p.is_file() or p.is_symlink()]
     try:
         archive = zipfile.ZipFile(download)
-        members = zip_members(archive)
+        members = _checked(download, zip_members(archive))
+        inner = [m for m in members if not _system_file(m.filename)]
+        if len(inner) == 1 and inner[0].filename.lower().endswith(".zip"):  # the download, zipped again
+            archive = zipfile.ZipFile(io.BytesIO(archive.read(inner[0])))
+            members = _checked(download, zip_members(archive))
     except ZIP_ERRORS as err:
         raise LmsError(f"cannot read {download}: {type(err).__name__}: {err}") from err
+    return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
+
+
+def _checked(download: Path, members: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """The zip's members, if within the sizes read."""
     if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
         raise LmsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
-    return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
+    return members
 
 
 def _version(match: re.Match, entry: Entry) -> tuple:
@@ -172,6 +197,11 @@ def _notebook_for(file: str, notebooks: list[str]) -> str | None:
         return notebooks[0]
     stem = _COPY_NUMBER.sub("", PurePosixPath(file).stem)
     return next((nb for nb in notebooks if stem == nb or stem.endswith(f"_{nb}")), None)
+
+
+def _system_file(path: str) -> bool:
+    """A file the system made (macOS's __MACOSX, a hidden file, Jupyter's checkpoints)."""
+    return any(p in SKIPPED_NAMES or p.startswith(".") for p in PurePosixPath(path).parts)
 
 
 # Why a file of a student collect knows is not placed: these reach the student's row in grades.csv.
@@ -197,8 +227,7 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
 
     report, chosen = [], {}  # (student_id, notebook) -> (version, entry, placement)
     for entry in _entries(download):
-        parts = PurePosixPath(entry.path).parts
-        if any(p in SKIPPED_NAMES or p.startswith(".") for p in parts):
+        if _system_file(entry.path):
             report.append(Placement(entry.path, "ignored", reason="a system file (macOS, Jupyter checkpoint)"))
             continue
         if entry.link:
@@ -321,14 +350,35 @@ def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
     os.replace(tmp, path)
 
 
-def read_csv(path: Path, what: str = "") -> list[dict[str, str]]:
+def read_csv(path: Path, what: str = "", spreadsheet: bool = False) -> list[dict[str, str]]:
     """The rows of a CSV this tool or an LMS wrote, each cell stripped and as it was before
-    ``write_csv`` made it safe for a spreadsheet."""
+    ``write_csv`` made it safe for a spreadsheet. ``spreadsheet``: a file an instructor may have
+    saved from a spreadsheet (a roster), in its encoding and with its delimiter (``_as_saved``)."""
     try:
-        rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK))))
+        text, delimiter = _as_saved(path.read_bytes()) if spreadsheet else (
+            path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK), ",")
+        rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
     except (OSError, csv.Error) as err:
         raise LmsError(f"cannot read {what}{path}: {err}") from err
     return [{(k or "").strip(): read_cell((v or "").strip()) for k, v in row.items()} for row in rows]
+
+
+def _as_saved(data: bytes) -> tuple[str, str]:
+    """(text, delimiter) of a CSV as spreadsheets save it: UTF-16 with its byte-order mark (Excel's
+    "Unicode Text", tab-separated), UTF-8 with or without one (this tool's files keep the bytes of
+    a name that is not UTF-8), else cp1252 (Excel's "CSV" on Windows); a comma, a semicolon (where
+    the decimal separator is a comma) or a tab between the cells of the header."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = data.decode("utf-16")
+    elif data.startswith(codecs.BOM_UTF8):
+        text = data.decode("utf-8-sig", errors=NAMES_AS_ON_DISK)
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("cp1252", errors=NAMES_AS_ON_DISK)
+    header = text.split("\n", 1)[0]
+    return text, max(",;\t", key=header.count) if any(c in header for c in ",;\t") else ","
 
 
 def write_collect_report(out: Path, assignment: str, report: list[Placement], roster: list[Student] | None) -> Path:
