@@ -21,6 +21,7 @@ the instructor's side (``instructor/``)
 - ``instructor.lms``          from an LMS bulk download to nbgrader's layout, and grades and feedback
                               back to the LMS: one class per LMS
 - ``instructor.verdicts``     a test's message read back: the graded name, its hints, the exceptions
+- ``instructor.pages``        the Jinja2 environment of the instructor's offline pages (``instructor/templates/``)
 
 the engine (``engine/``)
 

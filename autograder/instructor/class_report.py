@@ -20,16 +20,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jinja2
-
 from autograder.errors import InputError
 from autograder.instructor.lms import write_csv
+from autograder.instructor.pages import render
 from autograder.instructor.verdicts import read_verdict
 from autograder.report import NAMES_AS_ON_DISK
 from autograder.results import worst_status
 
 NOT_GRADED = ("missing", "invalid")  # no test ran
-TEMPLATES = Path(__file__).parent / "templates"
 SCORE_BINS = 10
 
 
@@ -208,10 +206,8 @@ def failure_figure(report: AssignmentReport) -> Figure | None:
 
 
 def render_page(reports: list[AssignmentReport], source: str) -> str:
-    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     pages = [{"report": r, "scores": score_figure(r), "failures": failure_figure(r)} for r in reports]
-    return environment.get_template("class_report.html.j2").render(pages=pages, source=source)
+    return render("class_report.html.j2", pages=pages, source=source)
 
 
 def csv_rows(report: AssignmentReport) -> list[list]:
