@@ -7,7 +7,9 @@ who uploaded nothing complete the class."""
 from __future__ import annotations
 
 import csv
+import html
 import io
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -109,3 +111,36 @@ def test_the_page_opens_offline_with_alt_text_and_the_csv_has_the_same_numbers(g
 def test_a_folder_without_results_is_one_line_and_exit_2(tmp_path: Path):
     run = subprocess.run([sys.executable, "-m", "autograder", "report", tmp_path], capture_output=True, text=True)
     assert run.returncode == 2 and "no results.json" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_the_service_shows_the_same_report_from_its_database(tmp_path):
+    """A class graded by the submission service: /instructor/report/<assignment> ranks the
+    mistakes of each student's best submission, for the instructor only."""
+    from classroom.service import ASSIGNMENT as SERVED, Server, client, course_source, issue_tokens, notebook_text, wait_done
+
+    corpus = {e.name: e for e in load_corpus(SERVED)}
+    mistakes = {"ann": "attention_no_scale", "bo": "attention_no_scale", "cy": "attention_swapped", "dee": None}
+    data = tmp_path / "data"
+    tokens = issue_tokens(data, list(mistakes))
+    server = Server(data, course_source(tmp_path)).start()
+    try:
+        for student, mistake in mistakes.items():
+            with client(server, tokens[student]) as http:
+                code = corpus[mistake].cells if mistake else None
+                reply = http.post("/api/submissions", json={"notebook": notebook_text(tmp_path, student, code)})
+                assert reply.status_code in (200, 202), reply.text
+                wait_done(http, reply.json()["id"])
+        with client(server, tokens["ann"]) as http:
+            assert http.get(f"/instructor/report/{SERVED}").status_code == 403
+        with client(server, tokens["prof"]) as http:
+            reply = http.get(f"/instructor/report/{SERVED}")
+    finally:
+        server.stop()
+    assert reply.status_code == 200 and "img-src data:" in reply.headers["content-security-policy"]
+    page = _Page()
+    page.feed(reply.text)
+    assert len(page.images) == 2 and page.fetched == [] and page.scripts == 0
+    rows = re.findall(r'<td class="n">(\d+) \(\d+ %\)</td><td><code>(\w+)</code></td>\s*<td>(.*?)<', reply.text, re.S)
+    top = rows[0]
+    assert top[0] == "2" and corpus["attention_no_scale"].hint in html.unescape(top[2]), rows
+    assert any(n == "1" and corpus["attention_swapped"].hint in html.unescape(what) for n, _, what in rows), rows

@@ -36,6 +36,7 @@ from autograder.results import NotebookResult
 from autograder.submissions import load_notebook
 
 from . import db as tables
+from .class_report_page import add_class_report
 from .db import Database, Person, WebSession, hash_secret, new_secret
 from .policies import Policies
 
@@ -290,6 +291,7 @@ def create_app(service: Service) -> FastAPI:
     if MATHJAX.is_dir():  # before /static, which would answer for it
         app.mount("/static/mathjax", StaticFiles(directory=MATHJAX), name="mathjax")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    add_class_report(app, service)  # /instructor/report/<assignment>: the class's mistakes
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
