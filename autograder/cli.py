@@ -386,7 +386,10 @@ def _lms_commands(commands) -> None:
         description="Write RESULTS/grades.csv as Canvas's gradebook import CSV, Moodle's grading worksheet or "
                     "a plain CSV, one row per student (and per roster student who submitted nothing). "
                     "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
-                    "Moodle's feedback comments, the plain CSV and this command's output.")
+                    "Moodle's feedback comments, the plain CSV and this command's output. A written answer not "
+                    "graded yet is in neither the points nor the maximum; the LMS, whose maximum is the whole "
+                    "assignment, gets the same share of it. --feedback-zip also writes the feedback pages as "
+                    "the LMS's bulk upload.")
     exp.add_argument("results", type=Path, metavar="RESULTS")
     exp.add_argument("--format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("--out", type=Path, required=True, metavar="FILE")

@@ -16,11 +16,15 @@ Built-in patterns (the LMSs' own naming, matched against the path inside the dow
   (flat); the participant id is the ``Participant <id>`` identifier of Moodle's grading worksheet.
 
 ``export`` writes a results folder's grades in the import formats of Canvas (gradebook CSV),
-Moodle (offline grading worksheet) or a plain CSV, one row per student. The maximum is the
-assignment's whole (autograded and written points). Written answers are graded by hand in
+Moodle (offline grading worksheet, with each test's score and each failing test's hint in the
+feedback comments) or a plain CSV, one row per student. Written answers are graded by hand in
 nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
 autograded points and the hand-given ones); without it, the autograder's points, and every
-student whose written answers were not graded yet is named.
+student whose written answers were not graded yet is named. The score rule (``Row``): an answer
+not graded yet is in neither the points nor the maximum; an LMS, whose maximum is the whole
+assignment, gets the same share of it. ``export --feedback-zip`` also writes each student's
+feedback page into the LMS's bulk upload of feedback files (``feedback_upload``), named as the
+LMS reads them back (``Lms.feedback_name``).
 """
 from __future__ import annotations
 
