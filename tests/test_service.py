@@ -156,6 +156,7 @@ ISOLATION = {
     ("GET", "/instructor"): "instructor",
     ("GET", "/instructor/students/{student_id}"): "instructor",
     ("GET", "/instructor/export/{assignment}"): "instructor",
+    ("GET", "/instructor/report/{assignment}"): "instructor",
 }
 
 
