@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.errors import InputError
-from autograder.instructor.lms import write_csv
+from autograder.instructor.lms import NOT_GRADED, write_csv  # NOT_GRADED: no test ran
 from autograder.instructor.pages import render
 from autograder.instructor.verdicts import read_verdict
 from autograder.report import NAMES_AS_ON_DISK
 from autograder.results import worst_status
 
-NOT_GRADED = ("missing", "invalid")  # no test ran
 SCORE_BINS = 10
 
 
