@@ -20,9 +20,9 @@ import http.client
 import json
 import os
 import time
-import uuid
 import urllib.error
 import urllib.request
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -72,18 +72,18 @@ def submit(url: str, token: str, path: str | os.PathLike | None = None, assignme
 def _upload(url: str, token: str, data: bytes) -> dict:
     """POST the notebook; sent again with the same key while no answer comes back."""
     key = uuid.uuid4().hex
-    for pause in (*RESEND_PAUSES, None):
+    for tries, pause in enumerate((*RESEND_PAUSES, None)):
         try:
             sub = _request(f"{url}/api/submissions", token, data, key)
         except _Unanswered as err:
             if pause is None:
                 raise SubmitError(f"{err}. Your notebook may have arrived: look at {url}/ (log in with your token) "
                                   "before you submit again, which would count as another attempt") from None
-            print(f"{err}; sending it again in {pause} s (the service counts it once)")
+            print(f"{err}; sending it again in {pause:g} s (the service counts it once)")
             time.sleep(pause)
             continue
-        if pause != RESEND_PAUSES[0]:
-            print("The service has it, once.")
+        if tries:
+            print(f"The service has it, once: submission {sub['id']}.")
         return sub
 
 

@@ -160,9 +160,12 @@ def faults(args, root: Path, source: Path, students: list[str], tokens: dict[str
             os.killpg(dask.scheduler.pid, signal.SIGKILL)
             dask.scheduler.wait()
 
-        def scheduler_again():
+        def scheduler_again():  # and its workers, which end with their scheduler (a service manager restarts all)
             dask.scheduler = dask._start("scheduler-again", ["scheduler", "--host", "127.0.0.1", "--port",
                                                              address.rsplit(":", 1)[1], "--no-dashboard"])
+            dask.workers += [dask._start(f"worker-again-{n}", ["worker", address, "--nthreads", "1", "--no-dashboard",
+                                                                "--preload", "autograder.engine.cluster"])
+                             for n in range(args.jobs)]
         fault("the scheduler lost for 20 s, then started again", 2 * args.burst // 5, scheduler_down,
               scheduler_again, hold=20)
         lock = sqlite3.connect(data / "service.db", isolation_level=None, timeout=120)

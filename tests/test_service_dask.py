@@ -36,7 +36,8 @@ def test_a_submission_is_graded_on_a_dask_worker(tmp_path):
 
 def test_a_lost_scheduler_is_said_on_health_and_reconnected_to(tmp_path):
     """The scheduler killed while the service runs: /health says so, nothing is graded (and no
-    one charged) until a new scheduler answers on the same address, then everything is."""
+    one charged) until a new scheduler (and a worker) answers on the same address, then
+    everything is, without restarting the service."""
     dask = LocalDask(tmp_path / "dask", wait_for_workers=120)
     address = json.loads(dask.file.read_text())["address"]
     port = address.rsplit(":", 1)[1]
@@ -56,9 +57,11 @@ def test_a_lost_scheduler_is_said_on_health_and_reconnected_to(tmp_path):
                 time.sleep(1)
             assert any("scheduler" in problem for problem in answer.json()["problems"]), answer.json()
             assert http.get(f"/api/submissions/{reply.json()['id']}").json()["state"] in ("queued", "grading")
-            # a new scheduler on the same address; the worker finds it again by itself
+            # a new scheduler on the same address, and a worker for it: Dask's workers end with their
+            # scheduler, and the instructor's service manager (systemd, a batch script) starts both again
             dask.scheduler = dask._start("scheduler-again", ["scheduler", "--host", "127.0.0.1", "--port", port,
                                                              "--no-dashboard"])
+            dask.workers.append(dask._start("worker-again", ["worker", address, "--nthreads", "1", "--no-dashboard"]))
             view = wait_done(http, reply.json()["id"], timeout=300)
             assert (view["status"], view["score"]) == ("ok", 8)
         assert server.wait_healthy()["ok"]

@@ -5,7 +5,6 @@ The service must grade every accepted submission once, charge no student for its
 refuse with a 4xx or 503 and a reason, and say on ``/health`` what is wrong while it is."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -13,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,8 +21,8 @@ import pytest
 
 from autograder.service.db import MAX_TRIES
 from classroom import REPO
-from classroom.service import (ASSIGNMENT, Server, client, course_source, notebook_text, start_service as started,
-                               submit_notebook, wait_done)
+from classroom.service import (Server, client, course_source, notebook_text, start_service as started, submit_notebook,
+                               wait_done)
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -173,7 +173,7 @@ def test_a_killed_grading_worker_requeues_and_costs_no_attempt(tmp_path):
 
 
 def test_a_hanging_notebook_delays_only_its_sender(tmp_path):
-    ctx = started(tmp_path, ("ann", "bob"), "--notebook-timeout", "300", jobs=2)
+    ctx = started(tmp_path, ("ann", "bob"), "--notebook-timeout", "300", "--stall-minutes", "0.5", jobs=2)
     try:
         hung = [submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann", HANG)).json()["id"]
                 for _ in range(2)]
@@ -187,6 +187,9 @@ def test_a_hanging_notebook_delays_only_its_sender(tmp_path):
         # time), so bob's took the other worker
         assert (states[hung[0]][1], states[hung[1]][1]) == ("grading", "queued"), states
         assert waited < 240
+        # then nothing moves while ann's first hangs: after --stall-minutes, /health says so
+        said = wait_unhealthy(ctx.server, "the queue has not moved")
+        assert any("2 submissions wait" in problem for problem in said["problems"]), said
     finally:
         ctx.server.stop()
 
@@ -312,4 +315,73 @@ def test_proxy_headers_are_believed_only_from_the_named_proxy(tmp_path):
                             headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(7)]
         assert codes == [200] * 7, codes  # each a student behind the proxy, counted apart
     finally:
+        ctx.server.stop()
+
+
+# --------------------------------------------------------------------------
+# the student's client: a dropped connection
+
+
+class DroppingProxy:
+    """A TCP relay to the service that, for the first ``drops`` requests, passes the request on
+    and hangs up before the answer comes back: the upload arrived, the student saw nothing."""
+
+    def __init__(self, target_port: int, drops: int):
+        self.target, self.drops = target_port, drops
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with downstream, socket.create_connection(("127.0.0.1", self.target)) as upstream:
+                request = _read_message(downstream)
+                upstream.sendall(request)
+                answer = _read_message(upstream)
+                if self.drops:
+                    self.drops -= 1  # the service has it; the client gets no answer
+                    continue
+                downstream.sendall(answer)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _read_message(sock: socket.socket) -> bytes:
+    """One HTTP/1.1 message: its head, then Content-Length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) if b"ontent-" in head else 0
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_submit_sends_again_after_a_dropped_connection_and_is_counted_once(tmp_path, monkeypatch, capsys):
+    from attention_checks import submit as client_module
+
+    monkeypatch.setattr(client_module, "RESEND_PAUSES", (0.5, 0.5))
+    ctx = started(tmp_path, ("ann",), policies={"attempts_per_day": 2})
+    notebook = tmp_path / "self_attention.ipynb"
+    notebook.write_text(notebook_text(tmp_path, "ann"))
+    proxy = DroppingProxy(ctx.server.port, drops=1)
+    try:
+        sub = client_module.submit(f"http://127.0.0.1:{proxy.port}", ctx.tokens["ann"], path=notebook, wait=0)
+        printed = capsys.readouterr().out
+        assert "no answer from the submission service" in printed and "The service has it, once" in printed
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            assert [s["id"] for s in http.get("/api/submissions").json()] == [sub["id"]]  # one attempt of two
+        proxy.close()
+        # a service that cannot be reached at all: the student is told it may have arrived, and where to look
+        with pytest.raises(client_module.SubmitError, match="may have arrived: look at"):
+            client_module.submit(f"http://127.0.0.1:{proxy.port}", ctx.tokens["ann"], path=notebook, wait=0)
+    finally:
+        proxy.close()
         ctx.server.stop()

@@ -45,8 +45,9 @@ def as_utc(moment: datetime) -> datetime:
 
 
 def one_line(err: BaseException) -> str:
-    """An exception's first line, for a log line or a reply (SQLAlchemy's go on with the
-    statement and a link)."""
+    """An exception's first line, for a log line or a reply: the database driver's own error for
+    SQLAlchemy's, which wrap it with the statement, a link and advice about autoflush."""
+    err = getattr(err, "orig", None) or err
     return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
@@ -160,7 +161,7 @@ class Database:
         """Add or update ``people``; returns id -> new token for each one given a token now (those
         without one, or everyone with ``reissue``: their old tokens stop working)."""
         issued = {}
-        with self.session.begin() as db:
+        with self.writing.begin() as db:
             for person in people:
                 known = db.get(Person, person.id)
                 if known is None:
@@ -176,7 +177,7 @@ class Database:
     def requeue_interrupted(self) -> int:
         """Submissions a killed service was grading go back to the queue (they have no result), and
         those the grader failed ``MAX_TRIES`` times get as many tries again."""
-        with self.session.begin() as db:
+        with self.writing.begin() as db:
             interrupted = db.execute(update(Submission).where(Submission.state == GRADING)
                                      .values(state=QUEUED)).rowcount
             failed = db.execute(update(Submission).where(Submission.state == FAILED)
@@ -202,7 +203,7 @@ class Database:
     def give_back(self, submission_id: int, reason: str) -> str:
         """A grading the grader failed: queued again, or after ``MAX_TRIES`` set aside as ``failed``
         (no result, no attempt). Returns the new state."""
-        with self.session.begin() as db:
+        with self.writing.begin() as db:
             row = db.get(Submission, submission_id)
             if row is None or row.state != GRADING:
                 return row.state if row else ""

@@ -225,10 +225,10 @@ class Grader:
 
     def problems(self, waiting: int) -> list[str]:
         """What keeps submissions from being graded now (``waiting``: how many are not done)."""
-        found = [f"{thread.name} died: {self.trouble.get(thread.name, 'no reason given')}"
-                 for thread in self.threads if not thread.is_alive() and not self.stopping]
-        found += [f"{name}: {what}" for name, what in sorted(self.trouble.items())
-                  if not any(t.name == name and not t.is_alive() for t in self.threads)]
+        trouble = dict(self.trouble)  # a copy: the threads change it meanwhile
+        dead = {thread.name for thread in self.threads if not thread.is_alive() and not self.stopping}
+        found = [f"{name} died: {trouble.get(name, 'no reason given')}" for name in sorted(dead)]
+        found += [f"{name}: {what}" for name, what in sorted(trouble.items()) if name not in dead]
         idle = time.monotonic() - self.moved
         if waiting and idle > self.stall_seconds:
             found.append(f"{waiting} submissions wait and the queue has not moved for {idle:.0f} s")
@@ -295,10 +295,11 @@ class Grader:
                 self.notify()
             return None
         return result, page
+
     def _store(self, sub: tables.Submission, graded: tuple[NotebookResult, str | None]) -> None:
         result, page = graded
         self.storage.write_result(sub.id, result, page)
-        with self.database.session.begin() as session:
+        with self.database.writing.begin() as session:
             row = session.get(tables.Submission, sub.id)
             if row.state != tables.GRADING:  # never twice: only the grading that claimed it stores
                 return
