@@ -178,7 +178,8 @@ def faults(args, root: Path, source: Path, students: list[str], tokens: dict[str
 
         fault("the database locked for 30 s", 3 * args.burst // 5, lock_database, lambda: lock.execute("ROLLBACK"),
               hold=30)
-        refused = [r.result() for r in refused]
+        refused = [r.result() for r in refused]  # None: refused (503); else accepted once the lock went
+        accepted.update(r for r in refused if r)
         side.shutdown()
         wait_graded(data, len(accepted))
         took = time.monotonic() - sent
@@ -196,7 +197,7 @@ def faults(args, root: Path, source: Path, students: list[str], tokens: dict[str
     print(f"faults: {len(done)} of {len(accepted)} accepted submissions graded in {took:.0f} s, one result each: "
           f"{'yes' if once else 'NO'}; gradings started again after a fault: {retried}; "
           f"students charged for the grader's failure: {len(charged)}; an upload during the lock: "
-          f"{'refused, not stored' if refused == [None] else refused}")
+          f"{'refused (503), not stored' if refused == [None] else 'accepted once the lock went, and graded'}")
     for name, began, ended in windows:
         print(f"  /health from {name} ({began:.0f} s) to 60 s after it: {health.said(began, ended + 60)}")
     end = health.samples[-1] if health.samples else None

@@ -349,7 +349,13 @@ class DroppingProxy:
                 downstream.sendall(answer)
 
     def close(self) -> None:
+        """No more connections: shut down first, which wakes the thread's accept (close alone does not)."""
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already shut
+            pass
         self.listener.close()
+        self.thread.join(timeout=10)
 
 
 def _read_message(sock: socket.socket) -> bytes:

@@ -365,6 +365,8 @@ def create_app(service: Service) -> FastAPI:
                 waiting = db.scalar(select(func.count()).select_from(tables.Submission)
                                     .where(tables.Submission.state.in_((tables.QUEUED, tables.GRADING))))
             problems = service.grader.problems(waiting)
+            blocked = service.database.write_blocked()
+            problems += [blocked] if blocked else []
         except SQLAlchemyError as err:
             waiting, problems = None, [f"the database cannot be read: {one_line(err)}"]
         return JSONResponse({"ok": not problems, "problems": problems, "assignments": service.course.assignments,

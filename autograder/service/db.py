@@ -23,6 +23,7 @@ import hashlib
 import importlib.util
 import os
 import secrets
+import sqlite3
 from datetime import datetime, timezone
 
 from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint,
@@ -139,6 +140,21 @@ class Database:
         self.session = sessionmaker(self.engine, expire_on_commit=False)
         # a transaction that takes SQLite's write lock when it begins (PostgreSQL: the rows it locks)
         self.writing = sessionmaker(self.engine.execution_options(immediate=True), expire_on_commit=False)
+
+    def write_blocked(self, wait: float = 2) -> str | None:
+        """Why nothing can be written now (another program holds SQLite's write lock), or None:
+        what ``/health`` says while uploads and gradings wait for the lock, before they fail."""
+        if not self.sqlite or not self.engine.url.database:
+            return None  # PostgreSQL locks rows, not the database: its failures show as the graders' own
+        probe = sqlite3.connect(self.engine.url.database, timeout=wait, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return None
+        except sqlite3.OperationalError as err:
+            return f"the database cannot be written: {err} (another program holds its write lock?)"
+        finally:
+            probe.close()
 
     def lock_person(self, db, person_id: str) -> None:
         """Until ``db`` commits, no other transaction of this person's gets past here: PostgreSQL
