@@ -101,6 +101,9 @@ class LocalEngine:
     def connect(self) -> None:
         """Nothing to connect to: a broken pool is replaced in ``grade``."""
 
+    def problem(self) -> None:
+        """Nothing to lose: the workers are this service's own processes."""
+
     def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
         pool = self.pool
         try:
@@ -136,7 +139,7 @@ class DaskEngine:
         self.plugin = cluster.CourseOnWorker(cluster.course_files(course, course.assignments), options,
                                              name=f"autograder-service-{uuid.uuid4().hex[:12]}")
         self.lock = threading.Lock()
-        self.client = None
+        self.client, self.lost = None, False  # lost: a grading failed with the cluster; not connected again yet
         self.connect()  # a scheduler that cannot be reached at the start: the service does not start
         self.slots = max(1, sum(self.client.nthreads().values()))
 
@@ -150,7 +153,15 @@ class DaskEngine:
             except Exception as err:  # noqa: BLE001 - a scheduler lost again at once
                 _close_quietly(client)
                 raise ConnectionError(f"the Dask scheduler took no course plugin: {err}") from err
-            self.client = client
+            self.client, self.lost = client, False
+
+    def problem(self) -> str | None:
+        """The scheduler lost: its client reconnecting, or a new one being made (both wait)."""
+        client = self.client
+        if self.lost or (client is not None and client.status != "running"):
+            return (f"the Dask cluster at {self.where[0] or self.where[1]} failed a grading or lost its scheduler: "
+                    "connecting to the scheduler again")
+        return None
 
     def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
         self.connect()
@@ -164,7 +175,7 @@ class DaskEngine:
             # lost, or restarted without our plugin). The next ``connect`` starts afresh.
             with self.lock:
                 if self.client is client:
-                    self.client = None
+                    self.client, self.lost = None, True
                     _close_quietly(client)
             raise
 
@@ -229,6 +240,8 @@ class Grader:
         dead = {thread.name for thread in self.threads if not thread.is_alive() and not self.stopping}
         found = [f"{name} died: {trouble.get(name, 'no reason given')}" for name in sorted(dead)]
         found += [f"{name}: {what}" for name, what in sorted(trouble.items()) if name not in dead]
+        lost = self.engine.problem()
+        found += [lost] if lost else []
         idle = time.monotonic() - self.moved
         if waiting and idle > self.stall_seconds:
             found.append(f"{waiting} submissions wait and the queue has not moved for {idle:.0f} s")
