@@ -259,8 +259,7 @@ class Service:
                     tables.Submission.state == tables.QUEUED, tables.Submission.id < sub.id))
         if sub.state == tables.DONE and full:
             view["tests"] = [{"grade_id": t["grade_id"], "points": t["points"], "max_points": t["max_points"],
-                              "passed": t["passed"], "written": t.get("manual", False)}
-                             for t in (sub.result or {}).get("tests", [])]
+                              "passed": t["passed"]} for t in (sub.result or {}).get("tests", [])]
             if self.storage.feedback(sub.id).is_file():
                 view["feedback_url"] = f"/submissions/{sub.id}/feedback"
         elif sub.state == tables.DONE:
