@@ -14,10 +14,12 @@ SYSTEM_PACKAGES = \
 	bwrap:bubblewrap \
 	npm:npm \
 	chromium:chromium \
-	fonts-dejavu-core
+	fonts-dejavu-core \
+	postgresql
 # bubblewrap: the grader runs student code in a bwrap sandbox.
 # npm: fetches MathJax, RequireJS and the widget manager once (tools/web_assets.py).
 # chromium, fonts-dejavu-core: tests/test_browser.py renders the built site headless.
+# postgresql: the submission service's tests also run on a PostgreSQL server they start (initdb).
 
 .DEFAULT_GOAL := site
 include tools/venv.mk

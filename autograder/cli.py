@@ -624,6 +624,12 @@ def _service_commands(commands) -> None:
                        help="requests a token may make in a minute (default: %(default)s)")
     serve.add_argument("--secure-cookies", action="store_true",
                        help="send the login cookie over HTTPS only (set it behind an HTTPS reverse proxy)")
+    serve.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                       help="a reverse proxy's address, whose X-Forwarded-For and X-Forwarded-Proto are believed "
+                            "(may be given more than once; without it no request's proxy headers are)")
+    serve.add_argument("--stall-minutes", type=float, default=15, metavar="MINUTES",
+                       help="/health answers 503 when submissions wait and none was taken or graded for this long "
+                            "(default: %(default)s)")
     _gradebook_arguments(serve, roster=False)  # --gradebook: each graded notebook also goes into an nbgrader gradebook
     serve.set_defaults(run=_serve, warm_kernels=True)  # the service keeps its kernels warm
 
@@ -650,10 +656,20 @@ def _service_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _service_database(args):
-    from .service.db import Database
+    """The service's database (the data folder made, the owner's only); one that cannot be opened or
+    written is an InputError, one line."""
+    from sqlalchemy.exc import SQLAlchemyError
 
-    args.data.mkdir(parents=True, exist_ok=True)
-    return Database(args.db or f"sqlite:///{args.data.resolve() / 'service.db'}")
+    from .service.db import Database, one_line
+    from .service.storage import private_folder
+
+    try:
+        data = private_folder(args.data)
+        return Database(args.db or f"sqlite:///{data / 'service.db'}")
+    except OSError as err:
+        raise InputError(f"cannot use the data folder {args.data}: {err}") from err
+    except (SQLAlchemyError, ImportError) as err:
+        raise InputError(f"cannot use the database {args.db or args.data / 'service.db'}: {one_line(err)}") from err
 
 
 def _tokens(args) -> int:
@@ -692,10 +708,16 @@ def _serve(args) -> int:
     from .service.app import Limits, Service, create_app
     from .service.grading import DaskEngine, Grader, LocalEngine, prepare_course
     from .service.policies import Policies, PolicyError
-    from .service.storage import Storage
+    from .service.storage import DataFolderInUse, Storage
 
     _kernels_can_start()
-    storage = Storage(args.data)
+    try:
+        storage = Storage(args.data)
+        storage.lock()  # before anything is changed in it: the work folder is emptied next
+    except OSError as err:
+        raise InputError(f"cannot use the data folder {args.data}: {err}") from err
+    except DataFolderInUse as err:
+        raise InputError(str(err)) from err
     database = _service_database(args)
     options = grading_options(args)
     course = prepare_course(storage.work(), options)
@@ -710,7 +732,7 @@ def _serve(args) -> int:
             engine = DaskEngine(course, options, args.scheduler, args.scheduler_file, args.scheduler_timeout)
         else:
             engine = LocalEngine(course, options, max(1, args.jobs))
-        grader = Grader(database, storage, course, engine, gradebook)
+        grader = Grader(database, storage, course, engine, gradebook, stall_seconds=60 * args.stall_minutes)
         requeued = grader.start()
         if requeued:
             print(f"queued again {requeued} submissions whose grading was interrupted", file=sys.stderr)
@@ -719,7 +741,8 @@ def _serve(args) -> int:
         print(f"serving {len(course.assignments)} assignments on http://{args.host}:{args.port} "
               f"({engine.slots} grading workers; data in {storage.root})", file=sys.stderr, flush=True)
         try:
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=True)
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                        proxy_headers=bool(args.trusted_proxy), forwarded_allow_ips=args.trusted_proxy or None)
         finally:
             grader.stop()
     return 0
