@@ -180,18 +180,31 @@ def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_ow
     assert "mat1" not in sealed and "10x4" not in sealed
 
 
-def test_sealed_token_reports_show_the_expected_tokens_and_where_they_differ():
+def test_sealed_token_reports_show_both_rows_with_the_students_tokens_as_sizes():
     from attention_checks.answers.judging import Sealed
 
     expected = torch.tensor([[1, 2, 3, 4]])
-    got = torch.tensor([[104, 105, 100, 4]])
+    got = torch.tensor([[104, 5, 100, 4]])
     as_is = compare(got, expected, torch.float32, "cpu")
     sealed = compare(got, expected, torch.float32, "cpu", Sealed([]), frozenset(range(10)))
-    assert "104" in "\n".join(as_is.details)
+    assert as_is.details[1].split() == ["got", "104", "5", "100", "4"], as_is.details
     shown = "\n".join([sealed.line, *sealed.details])
-    assert "104" not in shown and "105" not in shown and "got" not in shown, shown
-    assert "tokens differ at 3 of 4 positions" in sealed.line and "^" in shown and "1 2 3 4" in shown.replace(
-        "  ", " "), shown
+    assert "104" not in shown and "100" not in shown, shown
+    assert sealed.details[1].split() == ["got", "?", "5", "?", "4"], shown  # the case's own numbers only
+    assert "tokens differ at 3 of 4 positions" in sealed.line
+    # aligned: each token of the student's row stands under the expected one, the ^ under both
+    columns = [[m.end() for m in re.finditer(r"\S+", line)][-4:] for line in sealed.details]
+    assert columns[0] == columns[1] and columns[2] == [columns[0][i] for i in (0, 1, 2)], sealed.details
+
+
+def test_long_token_rows_are_shown_in_blocks_that_stay_aligned():
+    expected = torch.arange(45) % 7
+    got = expected.clone()
+    got[[3, 30]] = 9
+    verdict = compare(got, expected, torch.float32, "cpu")
+    assert len(verdict.details) == 9 and verdict.details[3].split()[:2] == ["expected", "6"], verdict.details
+    assert verdict.details[4].split()[1:] == [str(v) for v in got[20:40].tolist()], verdict.details
+    assert verdict.details[5].split() == ["^"], verdict.details
 
 
 def test_verdicts_are_sealed_from_the_first_cell_that_holds_hidden_tests():
