@@ -174,10 +174,30 @@ def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_ow
     sealed = judge(SDPA, SMALL[:2], [crash, forged_line], points=2,
                    quoting=Sealed(["def scaled_dot_product_attention(query, key, value):",
                                    "    output = query @ key_weights"])).text
-    assert "raised RuntimeError\n" in sealed and "at: output = query @ key_weights" in sealed, sealed
+    # PyTorch's own message, its sizes as the case's own numbers (10 is none of them)
+    assert "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (?x4 and 8x8)\n" in sealed, sealed
+    assert "at: output = query @ key_weights" in sealed, sealed
     assert "check which axes you transpose" in sealed  # the hint read off the message stays
     assert "raised ValueError" in sealed and "secret" not in sealed and "anything" not in sealed, sealed
-    assert "mat1" not in sealed and "10x4" not in sealed
+    assert "10x4" not in sealed
+
+
+def test_sealed_reports_quote_pytorchs_messages_only_as_pytorch_words_them():
+    from attention_checks.answers.judging import Sealed
+
+    def shown(message: str, line: str = "out = torch.cat([a, b], dim=-1)") -> str:
+        outcome = Outcome(error=f"raised RuntimeError: {message}\n      at: {line}")
+        return judge(SDPA, SMALL[:1], [outcome], points=1, quoting=Sealed([line])).text.splitlines()[3].strip()
+
+    cat = "Sizes of tensors must match except in dimension 3. Expected size 3 but got size 1 for tensor number 1 in the list."
+    assert shown(cat) == f"raised RuntimeError: {cat}"
+    # the numbers a form holds are sizes: quoted as the case's own numbers, others as ?
+    assert shown(cat.replace("size 3", "size 104")) == f"raised RuntimeError: {cat.replace('size 3', 'size ?')}"
+    assert shown("expected m1 and m2 to have the same dtype, but got: double != float").endswith("double != float")
+    # a form with free words in it, a form with something after it, the student's own raise: sealed
+    assert shown("expected m1 and m2 to have the same dtype, but got: secret != float") == "raised RuntimeError"
+    assert shown(cat + " kept from a hidden test") == "raised RuntimeError"
+    assert shown(cat, line="raise RuntimeError(message)") == "raised RuntimeError"
 
 
 def test_sealed_token_reports_show_both_rows_with_the_students_tokens_as_sizes():

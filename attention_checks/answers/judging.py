@@ -24,6 +24,7 @@ from ..core import (DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckF
                     quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
 from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
+from .torch_messages import pytorch_message
 
 if TYPE_CHECKING:
     from ..registry import Check, Inputs, Spec
@@ -238,8 +239,9 @@ class Quoting:
 
     tokens = True  # the student's token ids named in a pattern's words
 
-    def error(self, first: str) -> str:
-        """The first line of what a case raised ("raised Type: message")."""
+    def error(self, first: str, line: str = "", sizes: frozenset[int] = frozenset()) -> str:
+        """The first line of what a case raised ("raised Type: message"; `line`: the student's line
+        it raised at, "" if none)."""
         return first
 
     def line(self, line: str) -> str:
@@ -285,11 +287,16 @@ class Sealed(Quoting):
     def __init__(self, own_lines: Iterable[str]):
         self.own_lines = frozenset(line.strip() for line in own_lines if line.strip())
 
-    def error(self, first: str) -> str:
+    def error(self, first: str, line: str = "", sizes: frozenset[int] = frozenset()) -> str:
         if first == NOT_IMPLEMENTED:
             return first
-        name = re.match(r"raised ([A-Za-z_]\w*)", first)
-        return f"raised {name[1]}" if name and name[1] in known_exceptions() else "raised an exception"
+        name = re.match(r"raised ([A-Za-z_]\w*)(?:: (.*))?", first)
+        if not name or name[1] not in known_exceptions():
+            return "raised an exception"
+        # PyTorch's own words, where PyTorch raised them (not a raise of the student's line)
+        said = None if line.lstrip().startswith("raise") or name[2] is None else \
+            pytorch_message(name[2], lambda n: self.size(n, sizes))
+        return f"raised {name[1]}" + (f": {said}" if said else "")
 
     def line(self, line: str) -> str:
         return line if line.strip() in self.own_lines else ""
@@ -583,20 +590,20 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
                  "x[...] = ...): the caller's tensor changes too. Work on a new tensor (masked_fill, x.clone()).")
 
 
-def _quoted_error(error: str, quoting: Quoting) -> tuple[str, str, str]:
+def _quoted_error(error: str, quoting: Quoting, sizes: frozenset[int]) -> tuple[str, str, str]:
     """A probe's error as `quoting` shows it: its first line and its line (`at:`, or ""), the
     exception's own further lines (overloads...) left out; and the error as the hints may read it
     (without its line where that is not shown)."""
     first, line = split_error(error)
     shown = quoting.line(line)
-    return quoting.error(first), shown, error if shown == line else first
+    return quoting.error(first, line, sizes), shown, error if shown == line else first
 
 
 def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quoting: Quoting = AS_IS) -> CaseResult:
     """One case: its share of the points, and what went wrong, quoted as `quoting` allows."""
     seal = lambda hints: [quoting.hint(h, case.sizes) for h in hints]  # noqa: E731 - hints read off the code's error
     if outcome.error is not None:
-        first, line, read = _quoted_error(outcome.error, quoting)
+        first, line, read = _quoted_error(outcome.error, quoting, case.sizes)
         hints = ([] if outcome.not_implemented else
                  device_hints(read, case.x.named, check.kind) if device_bug(read) else
                  _crash_hints(check, case, read))
@@ -604,7 +611,7 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
                           not_implemented=outcome.not_implemented)
     if device_bug(outcome.meta_error):
         # ran on the CPU, but on a GPU it crashes (probe.on_meta): judged as a GPU grader judges it, a crash
-        _, line, read = _quoted_error(outcome.meta_error, quoting)
+        _, line, read = _quoted_error(outcome.meta_error, quoting, case.sizes)
         lines = ["raised RuntimeError on a GPU: a tensor on the CPU meets the inputs on cuda"]
         return CaseResult(0.0, lines + ([f"  at: {line}"] if line else []),
                           seal(device_hints(read, case.x.named, check.kind)))
