@@ -218,13 +218,16 @@ def test_sealed_token_reports_show_both_rows_with_the_students_tokens_as_sizes()
 
 
 def test_long_token_rows_are_shown_in_blocks_that_stay_aligned():
-    expected = torch.arange(45) % 7
+    expected = torch.arange(85) % 7
     got = expected.clone()
-    got[[3, 30]] = 9
+    got[[3, 30, 70]] = 9
     verdict = compare(got, expected, torch.float32, "cpu")
-    assert len(verdict.details) == 9 and verdict.details[3].split()[:2] == ["expected", "6"], verdict.details
+    # the blocks of 20 positions where they differ: 0-19 and 20-39, not 40-59; 60-79 left out
+    assert len(verdict.details) == 7 and verdict.details[3].split()[:4] == ["from", "20", "expected", "6"], \
+        verdict.details
     assert verdict.details[4].split()[1:] == [str(v) for v in got[20:40].tolist()], verdict.details
     assert verdict.details[5].split() == ["^"], verdict.details
+    assert "1 more block(s) of 20 positions that differ" in verdict.details[6], verdict.details
 
 
 def test_verdicts_are_sealed_from_the_first_cell_that_holds_hidden_tests():

@@ -410,10 +410,11 @@ def _listed(column: torch.Tensor) -> str:
 
 
 def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2, quoting: Quoting = AS_IS,
-                sizes: frozenset[int] = frozenset(), width: int = 20) -> tuple[str, list[str]]:
+                sizes: frozenset[int] = frozenset(), width: int = 20, blocks: int = 2) -> tuple[str, list[str]]:
     """A report on token ids (..., T) that differ from the expected ones: a summary ("tokens differ at
     4 of 10 positions: <pattern>") and, for the first `rows` sequences that differ, the expected and
-    the student's tokens aligned, a ^ under each position that differs, `width` positions a block:
+    the student's tokens aligned, a ^ under each position that differs, `width` positions a block
+    (the first `blocks` blocks where they differ, each labelled with its first position):
 
         sequence 0  expected   1   4   7   3
                     got        4   7   3   1
@@ -442,11 +443,15 @@ def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2, quotin
     for i, (ex, gt) in cells.items():
         label = f"sequence {i}"
         marks = ["^" if w else "" for w in wrong[i].tolist()]
-        for start in range(0, max(n, k), width):
-            head = label if start == 0 else f"{'':{len(label)}}"
+        differing = [start for start in range(0, max(n, k), width) if any(marks[start:start + width])]
+        for start in differing[:blocks]:  # the blocks where they differ, each from its first position
+            head = label if start == 0 else f"{f'from {start}':>{len(label)}}"
             details += [f"{head}  expected  {line(ex, start)}".rstrip(),
                         f"{'':{len(label)}}  got       {line(gt, start)}".rstrip(),
                         f"{'':{len(label)}}            {line(marks, start)}".rstrip()]
+        if len(differing) > blocks:
+            details.append(f"{'':{len(label)}}  ... and {len(differing) - blocks} more block(s) of {width} "
+                           "positions that differ")
     if len(shown) > rows:
         details.append(f"... and {len(shown) - rows} more sequence(s) that differ")
     return summary, details
