@@ -165,3 +165,16 @@ def test_the_grader_reads_threads_from_outside_the_kernel(tmp_path, one_thread):
         assert observed(nb.cells[0]) == "spawned" and nb.cells[1].outputs == []
         status, reason = observed_status(nb)
         assert status == "error" and "started a thread or a process" in reason
+
+
+def test_large_outputs_still_reach_the_grader_under_the_filter(tmp_path):
+    """pyzmq frees a message past 64 KiB in a thread it starts at the first one: the kernel starts
+    it before its filter, or such an output would break the kernel's messages ("Invalid Signature")."""
+    from autograder.results import observed
+    from test_sandbox import run_notebook
+
+    nb = run_notebook(tmp_path, ["print('y' * 300_000)", "from IPython.display import HTML\nHTML('z' * 200_000)",
+                                 "print(6 * 7)"])
+    assert [observed(cell) for cell in nb.cells] == [None] * 3
+    assert len(nb.cells[0].outputs[0].text) == 300_001 and "z" * 200_000 in nb.cells[1].outputs[0].data["text/html"]
+    assert nb.cells[2].outputs[0].text == "42\n"

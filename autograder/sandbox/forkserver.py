@@ -287,6 +287,11 @@ def run_kernel(argv: list[str], files: str, one_thread: bool = True) -> None:
         threading.Thread.start(thread)
     if one_thread:
         keep_pytorch_in_one_thread()
+        # pyzmq sends a large message (a print or a figure past 64 KiB) without a copy, and frees it
+        # in a thread of its own, started at the first one: started now, while it can be
+        from zmq.utils.garbage import gc as zmq_garbage_collector
+
+        zmq_garbage_collector.start()
         # ipykernel's threads all run (PyTorch, OpenMP and OpenBLAS have one: OMP_NUM_THREADS), and no
         # cell has run yet: from here on, the student's code runs in this one thread of this one process
         forbid_new_threads_and_processes()
