@@ -73,6 +73,25 @@ def first_cell(source: str):
     return tamper
 
 
+# issue 49, item 5: a correct scaled_dot_product_attention of public functions, torch.broadcast_shapes
+# and torch.baddbmm, whose Python runs PyTorch's private code underneath (torch._refs): full marks
+BADDBMM = code("""
+    def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+        L, S, E = query.size(-2), key.size(-2), query.size(-1)
+        scale = 1 / math.sqrt(E) if scale is None else scale
+        bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+        if is_causal:
+            bias = bias.masked_fill(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(), float("-inf"))
+        if attn_mask is not None:
+            bias = bias.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else bias + attn_mask
+        lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], bias.shape[:-2])
+        q = query.expand(*lead, L, E).reshape(-1, L, E)
+        k = key.expand(*lead, S, E).reshape(-1, S, E)
+        v = value.expand(*lead, S, value.size(-1)).reshape(-1, S, value.size(-1))
+        b = bias.expand(*lead, L, S).reshape(-1, L, S)
+        weights = torch.baddbmm(b, q, k.transpose(1, 2), alpha=scale).softmax(-1)
+        return torch.bmm(weights, v).reshape(*lead, L, -1), weights.reshape(*lead, L, S)""")
+
 SPAWN_ATTACKS = [
     Attack("thread_per_call", "computes in a thread of its own", THREAD_SDPA, twin="wrong", expect="at_most"),
     Attack("worker_thread", "computes in a worker thread started before the checks", WORKER_SDPA, twin="wrong",
@@ -81,6 +100,7 @@ SPAWN_ATTACKS = [
     Attack("subprocess", "runs another program", twin="reference", tamper=first_cell(SUBPROCESS)),
     Attack("thread_in_a_cell", "starts a thread", twin="reference",
            tamper=first_cell("import threading\nthreading.Thread(target=print).start()")),
+    Attack("public_baddbmm", "writes attention with torch.baddbmm", BADDBMM, twin="reference"),
     # an honest student who asks PyTorch for threads keeps full marks: PyTorch stays at one
     Attack("set_num_threads", "asks for four threads", code("""
         import torch
@@ -101,8 +121,8 @@ def test_student_code_runs_in_one_thread_of_one_process(spawns, attack):
 
 def test_each_route_fails_in_the_students_cell(spawns):
     """The attempt is the student's error, said where it happened; honest work keeps full marks."""
-    assert spawns.score("set_num_threads") == spawns.score("twin-reference") == float(
-        spawns.row("twin-reference")["max_score"])
+    for honest in ("set_num_threads", "public_baddbmm"):
+        assert spawns.score(honest) == spawns.score("twin-reference") == float(spawns.row("twin-reference")["max_score"])
     assert "RuntimeError: can't start new thread" in shown_to_student(spawns, "thread_in_a_cell")
     assert "PermissionError: [Errno 1] Operation not permitted" in shown_to_student(spawns, "subprocess")
     assert "SUBPROCESS" not in shown_to_student(spawns, "subprocess").replace('print("SUBPROCESS"', "")
@@ -178,3 +198,63 @@ def test_large_outputs_still_reach_the_grader_under_the_filter(tmp_path):
     assert [observed(cell) for cell in nb.cells] == [None] * 3
     assert len(nb.cells[0].outputs[0].text) == 300_001 and "z" * 200_000 in nb.cells[1].outputs[0].data["text/html"]
     assert nb.cells[2].outputs[0].text == "42\n"
+
+
+# --------------------------------------------------------------------------------------------
+# forbidden by operator (items 3 and 5): in the kernel, no grading needed
+
+# flash_attention by PyTorch's fused multi-head attention operator, one head and identity weights:
+# the whole (L, S) matrix of attention weights is its second output
+NATIVE_MHA_FLASH = """
+def flash_attention(q, k, v, block_size, causal=False):
+    *lead, L, E = q.shape
+    S, eye = k.shape[-2], torch.eye(E, dtype=q.dtype)
+    out, weights = torch._native_multi_head_attention(
+        q.reshape(-1, L, E), k.reshape(-1, S, E), v.reshape(-1, S, E), E, 1, torch.cat([eye, eye, eye]),
+        torch.zeros(3 * E, dtype=q.dtype), eye, torch.zeros(E, dtype=q.dtype),
+        torch.ones(L, S, dtype=torch.bool).triu(1) if causal else None, True, True, 0 if causal else None)
+    return out.reshape(*lead, L, E)
+"""
+
+
+def _flash(source: str):
+    import torch
+
+    namespace = {"torch": torch, "math": __import__("math")}
+    exec(source, namespace)  # noqa: S102 - the test's own student code
+    return namespace["flash_attention"]
+
+
+def test_a_fused_attention_operator_is_forbidden_and_its_weights_measured():
+    import torch
+
+    from attention_checks.attention_at_scale import check_flash_attention
+    from attention_checks.probe import probe_all
+    from classroom import reference_code
+
+    cases = [dict(), dict(causal=True, L=13)]  # (the fused operator takes L == S only)
+    cheat = probe_all(check_flash_attention, _flash(NATIVE_MHA_FLASH), cases, torch.device("cpu"))
+    assert cheat.forbidden == ["torch._native_multi_head_attention"]
+    assert all("NotBlockwise" in outcome.error for outcome in cheat.outcomes), cheat.outcomes
+    honest = probe_all(check_flash_attention, _flash(reference_code("09-attention-at-scale")["flash_attention"]),
+                       cases, torch.device("cpu"))
+    assert honest.forbidden == [] and [o.error for o in honest.outcomes] == [None, None]
+
+
+def test_public_functions_running_private_code_are_the_students_call():
+    """torch.broadcast_shapes runs torch._refs itself: not the student's use of it; a private
+    implementation handed to torch.vmap still is (tests/test_check_machinery.py)."""
+    import torch
+
+    from attention_checks.core import PRIVATE_IMPLEMENTATIONS, ForbiddenCalls
+
+    with ForbiddenCalls({}) as guard:
+        torch.broadcast_shapes((2, 1, 3), (4, 3))
+        torch.baddbmm(torch.zeros(2, 3, 3), torch.randn(2, 3, 4), torch.randn(2, 4, 3), alpha=0.5)
+    assert guard.seen == []
+    import importlib
+
+    softmax = vars(importlib.import_module("torch._" + "decomp.decompositions"))["_softmax"]
+    with ForbiddenCalls({}) as guard:
+        torch.vmap(softmax, in_dims=(0, None, None))(torch.randn(2, 3, 4), -1, False)
+    assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
