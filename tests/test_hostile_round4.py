@@ -51,7 +51,8 @@ FORK_SDPA = FUSED + code("""
     def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
         read, write = os.pipe()
         if os.fork() == 0:  # the child computes, the parent only reads the pipe
-            os.write(write, pickle.dumps(_fused(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)))
+            out = _fused(query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+            os.write(write, pickle.dumps(out))
             os._exit(0)
         os.close(write)
         data = b""
@@ -60,7 +61,8 @@ FORK_SDPA = FUSED + code("""
         return pickle.loads(data), torch.ones(*query.shape[:-1], key.shape[-2]).softmax(-1)""")
 SUBPROCESS = code("""
     import subprocess, sys
-    print("SUBPROCESS", subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout)""")
+    ran = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True)
+    print("SUBPROCESS", ran.stdout)""")
 
 
 
@@ -122,7 +124,8 @@ def test_student_code_runs_in_one_thread_of_one_process(spawns, attack):
 def test_each_route_fails_in_the_students_cell(spawns):
     """The attempt is the student's error, said where it happened; honest work keeps full marks."""
     for honest in ("set_num_threads", "public_baddbmm"):
-        assert spawns.score(honest) == spawns.score("twin-reference") == float(spawns.row("twin-reference")["max_score"])
+        assert spawns.score(honest) == spawns.score("twin-reference") == float(
+            spawns.row("twin-reference")["max_score"])
     assert "RuntimeError: can't start new thread" in shown_to_student(spawns, "thread_in_a_cell")
     assert "PermissionError: [Errno 1] Operation not permitted" in shown_to_student(spawns, "subprocess")
     assert "SUBPROCESS" not in shown_to_student(spawns, "subprocess").replace('print("SUBPROCESS"', "")
@@ -135,7 +138,8 @@ import forkserver
 other = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
 other.start()  # a thread that runs before the filter: it gets the filter too (TSYNC)
 print("INSTALLED", forkserver.forbid_new_threads_and_processes())
-print("TASKS", sorted(forkserver.confinement(f"{os.getpid()}/task/{tid}")["seccomp"] for tid in os.listdir("/proc/self/task")))
+tasks = os.listdir("/proc/self/task")
+print("TASKS", sorted(forkserver.confinement(f"{os.getpid()}/task/{tid}")["seccomp"] for tid in tasks))
 for name, start in [("thread", lambda: threading.Thread(target=print).start()), ("fork", os.fork),
                     ("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))]:
     try:

@@ -108,7 +108,8 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
     work_root = Unicode("", help="where cold kernels' work folders go (default: the system temp dir)").tag(config=True)
     warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
     # Off only in the tests of the sandbox's other limits (processes, clean-up), which need a kernel that forks
-    one_thread = Bool(True, help="the kernel's cells can start no thread nor process (a seccomp filter)").tag(config=True)
+    one_thread = Bool(True, help="the kernel's cells can start no thread nor process (a seccomp filter)").tag(
+        config=True)
     client_factory = Type(SandboxedKernelClient)
 
     def _limits(self) -> dict:
@@ -155,8 +156,8 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
             await self._sockets_bound(kernel)
             return
         if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), "--kernel" if self.one_thread else "--kernel-with-threads",
-                          str(workdir), *kernel_cmd[3:]]
+            launch = "--kernel" if self.one_thread else "--kernel-with-threads"
+            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), launch, str(workdir), *kernel_cmd[3:]]
         kw["cwd"] = str(workdir)
         kw.pop("env", None)  # the sandbox sets its own environment
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
