@@ -285,17 +285,17 @@ class ForbiddenCalls(TorchFunctionMode):
                         # was judged as it was called
                         caller.f_code.co_filename.startswith(_PRIVATE_DIRS) or _shapes_only(frame, caller)):
                     return
-                # Public PyTorch calling its private code of its own accord (torch.broadcast_shapes runs
-                # torch._refs): the student's call of a public function, whatever runs underneath. Only
-                # private code that PyTorch's Python was handed (the vmap above) is the student's.
-                if below is not frame and not _handed(code, frame.f_back, below):
-                    return
                 # PyTorch importing its own modules: a first use of some operator imports torch._dynamo,
                 # whose imports run private modules' top-level code (definitions, registrations), and
                 # what that code runs through C (class bodies, decorators). The grader's kernels have
                 # those imported already; a student's fresh kernel does not.
                 if caller.f_code is _RUNS_MODULE_CODE and below.f_code.co_name == "<module>" or (
                         caller.f_code.co_name == "<module>" and caller.f_code.co_filename.startswith(_TORCH_DIR)):
+                    return
+                # Public PyTorch calling its private code of its own accord (torch.broadcast_shapes runs
+                # torch._refs): the student's call of a public function, whatever runs underneath. Only
+                # private code that PyTorch's Python was handed (the vmap above) is the student's.
+                if below is not frame and not _handed(code, frame.f_back, below):
                     return
                 name = PRIVATE_IMPLEMENTATIONS
             note(name)

@@ -13,10 +13,8 @@ import sys
 
 import pytest
 
-import nbformat
-
 from test_hostile import Attack, code
-from test_hostile_round3 import OPTIONS, check_attacks, graded, shown_to_student
+from test_hostile_round3 import OPTIONS, _after, check_attacks, graded, shown_to_student
 
 pytestmark = pytest.mark.slow  # runs kernels and the CLI
 
@@ -68,11 +66,7 @@ SUBPROCESS = code("""
 
 def first_cell(source: str):
     """A cell of the student's own right after the setup cell, before any hidden test: its output is shown."""
-    def tamper(nb):
-        (setup,) = [c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup"]
-        nb["cells"].insert(nb["cells"].index(setup) + 1, nbformat.v4.new_code_cell(source))
-        return nb
-    return tamper
+    return lambda nb: _after("setup", nb, [source])
 
 
 # issue 49, item 5: a correct scaled_dot_product_attention of public functions, torch.broadcast_shapes
