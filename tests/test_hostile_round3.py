@@ -504,17 +504,13 @@ def test_output_has_a_budget_per_notebook(resources):
     assert (resources.out / "results.json").stat().st_size < 5 * 1024**2
 
 
-def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
-    from autograder.sandbox.cgroups import MemoryGroup
-
-    group = MemoryGroup.create(2**30)
-    if group is None:
-        pytest.skip("the grader may not make memory control groups here: the limit is per process")
-    group.remove()
-    children = re.search(r"CHILDREN \[([-\d, ]+)\]", shown_to_student(resources, "memory_in_children"))
-    assert children and "-9" in children[1].split(", "), children  # stopped by the OOM killer
-    row = resources.row("memory_in_children")
-    assert row["status"] == "ok" and row["reason"].startswith("out of memory: the notebook's processes together")
+def test_a_notebook_holds_memory_in_one_process_only(resources):
+    """A kernel's cells can start no process (issue 49: forkserver.forbid_new_threads_and_processes);
+    the memory group that bounds a sandbox's processes together is tested below that layer
+    (tests/test_sandbox.py::test_memory_is_limited_for_all_of_a_kernels_processes_together)."""
+    shown = shown_to_student(resources, "memory_in_children")
+    assert "PermissionError: [Errno 1] Operation not permitted" in shown and "CHILDREN [" not in shown
+    assert resources.row("memory_in_children")["status"] == "ok"
 
 
 def test_the_kernels_folder_has_a_size(resources):
@@ -531,5 +527,7 @@ def test_a_kernel_writes_nothing_on_the_hosts_disk_nor_in_a_ram_disk_of_its_own(
         pytest.skip("this Linux has no Landlock: a kernel may write to its scratch folder (README)")
     host = re.search(r"HOST (\d+) MiB in (\d+) places", shown_to_student(resources, "fill_host_folders"))
     assert host and host[1] == "0" and host[2] == "2", host  # the sockets folder and the scratch mount found
-    namespace = re.search(r"NAMESPACE (\d+) MiB (\d+)", shown_to_student(resources, "unsized_ram_disk"))
-    assert namespace and namespace[1] == "0" and namespace[2] != "0", namespace
+    # unshare is a process the kernel cannot start any more (issue 49); Landlock's refusal to mount
+    # is tested below that layer (tests/test_sandbox.py::test_a_started_kernel_writes_only_to_its_ram_disks)
+    shown = shown_to_student(resources, "unsized_ram_disk")
+    assert "NAMESPACE" not in shown.replace('print("NAMESPACE"', "") and "PermissionError" in shown
