@@ -119,3 +119,64 @@ def test_chapter_notebooks_import_only_what_colab_has():
             assert len(setup) == 1 and code.index(setup[0]) == 0, f"{source.name}: no setup cell first"
             for name in local:
                 assert f"'{name}.py'" in setup[0].source and base in setup[0].source, (source.name, name)
+
+
+# -- a page whose notebook fails fails the build, every time until it is fixed ---------------
+TINY_CONFIG = f"""\
+title: tiny
+only_build_toc_files: true
+execute:
+  execute_notebooks: cache
+  timeout: 60
+sphinx:
+  local_extensions:
+    execution_guard: {REPO / "book" / "_ext"}
+"""
+TINY_PAGE = """\
+---
+file_format: mystnb
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+# {title}
+
+```{{code-cell}} ipython3
+import os
+print("first cell")
+```
+
+```{{code-cell}} ipython3
+value = int(os.environ.get("TINY_VALUE", "x"))  # fails until TINY_VALUE is a number
+```
+"""
+
+
+def _build_tiny(book: Path, value: str | None):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TINY_VALUE"}
+    env.update({"TINY_VALUE": value} if value else {})
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    return subprocess.run([str(jupyter_book), "build", str(book), "--warningiserror", "--keep-going"],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_failing_page_fails_every_build_until_it_is_fixed(tmp_path):
+    (tmp_path / "_config.yml").write_text(TINY_CONFIG)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: broken\n")
+    (tmp_path / "intro.md").write_text("# Intro\n\nNo code.\n")
+    (tmp_path / "broken.md").write_text(TINY_PAGE.format(title="Broken"))
+    html = tmp_path / "_build" / "html"
+    for attempt in ("first build", "the same build again"):
+        build = _build_tiny(tmp_path, None)
+        log = build.stdout + build.stderr
+        assert build.returncode != 0, f"{attempt}: {log[-3000:]}"
+        assert "broken.md, the code cell at line 15" in log and "ValueError" in log, f"{attempt}: {log[-3000:]}"
+        assert not (html / "reports").exists(), f"{attempt}: tracebacks published with the site"
+        assert (tmp_path / "_build" / "execution-reports" / "broken.err.log").is_file()
+    fixed = _build_tiny(tmp_path, "3")  # the cause fixed outside the page: the page runs again, and passes
+    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-3000:]
+    assert "first cell" in (html / "broken.html").read_text()
