@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine (see README):
-#   make site   set up .venv and build the book into _build/html
+#   make site   set up .venv, train the book's models if their code changed, build the book into _build/html
 #   make test   set up .venv and run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -24,7 +24,11 @@ include tools/venv.mk
 
 .PHONY: site test release clean
 
+# The chapters' models and results (book/data/) first: trained only when their code or data
+# changed (python -m coursebuild.models); then the book, which only loads them. A page whose
+# notebook fails fails the build, and is executed again by the next one (book/_ext/execution_guard.py).
 site: setup
+	$(BIN)/python -m coursebuild.models
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
 test: setup

@@ -180,3 +180,27 @@ def test_a_failing_page_fails_every_build_until_it_is_fixed(tmp_path):
     fixed = _build_tiny(tmp_path, "3")  # the cause fixed outside the page: the page runs again, and passes
     assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-3000:]
     assert "first cell" in (html / "broken.html").read_text()
+
+
+# -- every chapter notebook runs as in Colab: an empty folder, and what its setup cell fetches --
+@pytest.mark.parametrize("chapter", [p.stem for p in chapter_notebooks().chapters()])
+def test_a_chapter_notebook_runs_in_an_empty_folder_with_what_its_setup_cell_fetches(chapter, tmp_path):
+    """The committed notebook, alone in an empty folder, run top to bottom in a fresh kernel; its
+    setup cell's downloads come from this clone's book/ (a file:// address in place of GitHub's):
+    it must fetch every module and data file the chapter needs, and nothing else is there."""
+    import nbclient
+
+    extension = chapter_notebooks()
+    nb = nbformat.read(REPO / "book" / f"{chapter}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if "colab-setup" in cell.metadata.get("tags", []):
+            assert extension.raw_base() in cell.source
+            cell.source = cell.source.replace(extension.raw_base(), (REPO / "book").as_uri() + "/")
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as error:
+        pytest.fail(f"{chapter}.ipynb in an empty folder: {str(error)[-2000:]}")
+    fetched = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert fetched <= {p.relative_to(REPO / "book").as_posix() for p in (REPO / "book").rglob("*")}, fetched
