@@ -204,3 +204,31 @@ def test_a_chapter_notebook_runs_in_an_empty_folder_with_what_its_setup_cell_fet
         pytest.fail(f"{chapter}.ipynb in an empty folder: {str(error)[-2000:]}")
     fetched = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert fetched <= {p.relative_to(REPO / "book").as_posix() for p in (REPO / "book").rglob("*")}, fetched
+
+
+# -- the student distribution's Makefile -----------------------------------------------------
+def _student_make(tmp_path, *args: str) -> str:
+    import shutil
+    import subprocess
+
+    student = REPO / "autograder" / "instructor" / "student"
+    shutil.copy(student / "Makefile", tmp_path / "Makefile")
+    for name in ("requirements.txt", "pyproject.toml"):
+        shutil.copy(student / name, tmp_path / name)
+    (tmp_path / "tools").mkdir(exist_ok=True)
+    for name in ("venv.mk", "system-packages.sh", "web_assets.py"):
+        shutil.copy(REPO / "tools" / name, tmp_path / "tools" / name)
+    done = subprocess.run(["make", "-n", *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})  # -n: print the commands, run none
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_lab_installs_pytorchs_cpu_build_and_needs_no_npm(tmp_path):
+    lab = _student_make(tmp_path, "lab")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in lab and "jupyter lab exercises/" in lab
+    assert "npm" not in lab and "web_assets" not in lab and "system-packages" not in lab, lab
+    gpu = _student_make(tmp_path, "lab", "TORCH_INDEX=")
+    assert "--index-url" not in gpu and '"torch"' in gpu
+    site = _student_make(tmp_path, "site")
+    assert "system-packages.sh npm:npm" in site and "web_assets.py" in site  # the book needs them
