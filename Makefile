@@ -31,8 +31,16 @@ site: setup
 	$(BIN)/python -m coursebuild.models
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
-test: setup
+# axe-core, the accessibility checker the browser tests run on every page (classroom/axe.py):
+# from the npm registry, pinned, into a folder the site never serves.
+TEST_ASSETS = $(VENV)/share/course-test-assets/.installed
+
+test: setup $(TEST_ASSETS)
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES)
+
+$(TEST_ASSETS): tools/web_assets.py $(VENV)/.installed | system-packages
+	$(BIN)/python tools/web_assets.py --tests
+	touch $@
 
 release: setup
 	$(BIN)/python -m autograder release
