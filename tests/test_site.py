@@ -180,6 +180,7 @@ def test_a_failing_page_fails_every_build_until_it_is_fixed(tmp_path):
     fixed = _build_tiny(tmp_path, "3")  # the cause fixed outside the page: the page runs again, and passes
     assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-3000:]
     assert "first cell" in (html / "broken.html").read_text()
+    assert not (tmp_path / "_build" / "execution-reports").exists()  # no stale traceback left
 
 
 # -- every chapter notebook runs as in Colab: an empty folder, and what its setup cell fetches --

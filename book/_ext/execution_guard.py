@@ -58,16 +58,16 @@ def describe(env, docname: str, traceback: str) -> str:
         first = code.strip().splitlines()[0] if code.strip() else ""
         where += f", the code cell at line {line}" if line else ""
         where += f" ({first[:80]!r})"
-    error = [row for row in traceback.strip().splitlines() if row.strip()][-1]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", traceback)  # IPython colours the traceback
+    error = [row for row in plain.strip().splitlines() if row.strip()][-1]
     return f"{where}: {error.strip()}"
 
 
 def report_failures(app, exception) -> None:
     out = Path(app.outdir)
-    reports = out / REPORTS
+    reports, kept = out / REPORTS, out.parent / KEPT
+    shutil.rmtree(kept, ignore_errors=True)  # every page that still fails was executed again: fresh reports
     if reports.is_dir():
-        kept = out.parent / KEPT
-        shutil.rmtree(kept, ignore_errors=True)
         shutil.move(str(reports), str(kept))
     failed = failed_pages(app.env) if app.env is not None else {}
     if not failed:
