@@ -28,7 +28,6 @@ from typing import Any, Callable, Iterable
 import pytest
 
 from autograder.instructor import publish
-from classroom import REPO
 from classroom.site import build_site
 from once import Once, several_processes, shared_folder
 
