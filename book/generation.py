@@ -1,7 +1,8 @@
 """The decoder-only language model of chapter 10, and how it chooses its words.
 
 - ``apply_rope``, ``alibi_bias``: rotary positions (Su et al., 2021, the halves convention of
-  GPT-NeoX and Llama) and ALiBi's linear biases (Press et al., 2022), as the exercise defines them.
+  GPT-NeoX and of Hugging Face's Llama) and ALiBi's linear biases (Press et al., 2022), as the
+  exercise defines them.
 - ``CharGPT``: a small decoder-only Transformer over characters (pre-norm blocks as in GPT-2),
   with one of four ways to tell positions apart: ``"learned"``, ``"sinusoidal"`` (chapter 06),
   ``"rope"`` or ``"alibi"``.
@@ -288,7 +289,7 @@ def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
 def generate(model: CharGPT, prompt: torch.Tensor, steps: int, generator: torch.Generator,
              temperature=1.0, top_k=None, top_p=None) -> torch.Tensor:
     """prompt (L,) ids -> (L + steps,): each next id drawn from the last position's distribution,
-    with at most max_len ids of context (the model's longest trained window)."""
+    given at most the last SETTINGS["context"] ids (the length of the training windows)."""
     ids = prompt
     for _ in range(steps):
         logits = model(ids[None, -SETTINGS["context"]:])[0, -1]  # (vocab,)
