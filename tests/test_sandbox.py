@@ -206,7 +206,8 @@ def test_a_server_that_cannot_fork_safely_means_cold_kernels(tmp_path, monkeypat
     broken.write_text('print(\'{"ready": false, "threads": 3}\', flush=True)\n')
     monkeypatch.setattr(sandbox_server, "FORKSERVER", broken)
     monkeypatch.setattr(sandbox_server, "_fork_servers", {})  # not the running one
-    out, alive = run_kernel(tmp_path, "import sys; print('torch' in sys.modules, 6 * 7)")
+    # cold: without the fork server's preloaded modules (torch itself comes with the one-thread rule)
+    out, alive = run_kernel(tmp_path, "import sys; print('matplotlib.pyplot' in sys.modules, 6 * 7)")
     assert (out.strip(), alive) == ("False 42", True)
 
 
