@@ -54,8 +54,8 @@ REDUCTIONS = {"amax", "amin", "max", "min", "sum", "nansum", "mean", "logsumexp"
 
 
 class Footprint(TorchDispatchMode):
-    """Records the largest tensor an operation made (its number of elements and shape) and the
-    largest reduction (how many elements went into one output element, and the operation)."""
+    """Records the largest tensor an operation made, among all its outputs (its number of elements and
+    shape), and the largest reduction (how many elements went into one output element, and the operation)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -68,15 +68,17 @@ class Footprint(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        first = out[0] if isinstance(out, (tuple, list)) and out else out
-        if isinstance(first, Tensor):
-            if first.numel() > self.largest:
-                self.largest, self.largest_shape = first.numel(), tuple(first.shape)
-            name = func.overloadpacket.__name__
-            if name in REDUCTIONS and args and isinstance(args[0], Tensor) and args[0].numel() > first.numel():
-                extent = args[0].numel() // max(first.numel(), 1)
-                if extent > self.reduced:
-                    self.reduced, self.reduced_by = extent, name
+        # every output: a fused operator's second one may be the whole matrix of attention weights
+        outputs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, Tensor)]
+        for tensor in outputs:
+            if tensor.numel() > self.largest:
+                self.largest, self.largest_shape = tensor.numel(), tuple(tensor.shape)
+        name = func.overloadpacket.__name__
+        if outputs and name in REDUCTIONS and args and isinstance(args[0], Tensor) \
+                and args[0].numel() > outputs[0].numel():
+            extent = args[0].numel() // max(outputs[0].numel(), 1)
+            if extent > self.reduced:
+                self.reduced, self.reduced_by = extent, name
         return out
 
 

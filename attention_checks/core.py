@@ -179,6 +179,22 @@ def _shapes_only(frame: FrameType, caller: FrameType) -> bool:
     return bool(tensors) and all(type(t) is FakeTensor or _IS_META(t) for t in tensors)
 
 
+def _handed(code: CodeType, frame: FrameType, top: FrameType) -> bool:
+    """Whether a function of ``code`` is among the variables (closures included), or in the lists,
+    tuples and ``functools.partial`` objects there, of the frames from ``frame`` up to ``top``:
+    PyTorch's Python was given it to call, rather than calling its own."""
+    while frame is not None:
+        for value in frame.f_locals.values():
+            for item in value if type(value) in (list, tuple) else (value,):
+                function = getattr(item, "func", item)  # a functools.partial's
+                if getattr(getattr(function, "__func__", function), "__code__", None) is code:
+                    return True
+        if frame is top:
+            return False
+        frame = frame.f_back
+    return False
+
+
 def _own_code(cls: type) -> list[CodeType]:
     """The code of the functions a class defines itself (methods, static and class methods,
     properties), not those it inherits."""
@@ -275,6 +291,11 @@ class ForbiddenCalls(TorchFunctionMode):
                 # those imported already; a student's fresh kernel does not.
                 if caller.f_code is _RUNS_MODULE_CODE and below.f_code.co_name == "<module>" or (
                         caller.f_code.co_name == "<module>" and caller.f_code.co_filename.startswith(_TORCH_DIR)):
+                    return
+                # Public PyTorch calling its private code of its own accord (torch.broadcast_shapes runs
+                # torch._refs): the student's call of a public function, whatever runs underneath. Only
+                # private code that PyTorch's Python was handed (the vmap above) is the student's.
+                if below is not frame and not _handed(code, frame.f_back, below):
                     return
                 name = PRIVATE_IMPLEMENTATIONS
             note(name)

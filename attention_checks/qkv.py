@@ -25,6 +25,13 @@ from .registry import Check, Inputs, declare
 
 NEG_INF = float("-inf")
 
+# PyTorch's fused attention operators, each the same computation (some return the attention weights
+# too): forbidden by operator, under torch.* and torch.ops.aten.*, wherever this torch has them.
+_FUSED_ATTENTION = ("_native_multi_head_attention", "_native_decoder_only_multi_head_attention",
+                    "_transformer_encoder_layer_fwd", "_transformer_decoder_only_layer_fwd",
+                    "_efficient_attention_forward", "_flash_attention_forward",
+                    "_flash_attention_forward_no_dropout_inplace", "_cudnn_attention_forward",
+                    "_triton_scaled_dot_attention", "_triton_multi_head_attention")
 # The API scaled_dot_product_attention mirrors, under every name it can be reached by.
 FORBIDDEN_SDPA = {
     F.scaled_dot_product_attention: "F.scaled_dot_product_attention",  # is torch._C._nn.scaled_dot_product_attention
@@ -41,6 +48,8 @@ FORBIDDEN_SDPA = {
             "_scaled_dot_product_fused_attention_overrideable",
         )
     },
+    **{getattr(torch, op): f"torch.{op}" for op in _FUSED_ATTENTION if hasattr(torch, op)},
+    **{f"aten::{op}": f"torch.{op}" for op in _FUSED_ATTENTION},
 }
 
 

@@ -7,22 +7,35 @@ It sends the notebook (in Jupyter: the file as last saved, so save first; in Col
 notebook as Colab holds it, read through Colab's own API), waits for the grader, and shows
 the score, each test's points and the feedback page. Runs in the student's kernel: standard
 library only (urllib), nothing of the grader.
+
+Each call sends a key of its own (``Idempotency-Key``): when the connection drops before the
+service answers, the upload is sent again with the same key, and the service counts it once;
+when it cannot be sent again, the student is told that it may have arrived, and where to look.
 """
 from __future__ import annotations
 
 import glob
 import html
+import http.client
 import json
 import os
 import time
 import urllib.error
 import urllib.request
+import uuid
 from datetime import datetime
 from pathlib import Path
 
 
 class SubmitError(RuntimeError):
     pass
+
+
+class _Unanswered(SubmitError):
+    """No answer came back: the request may or may not have reached the service."""
+
+
+RESEND_PAUSES = (2, 5, 15)  # seconds before each new try of an upload that got no answer
 
 
 def submit(url: str, token: str, path: str | os.PathLike | None = None, assignment: str | None = None,
@@ -35,13 +48,19 @@ def submit(url: str, token: str, path: str | os.PathLike | None = None, assignme
     url = url.rstrip("/")
     notebook, filename = _this_notebook(path)
     body = {"notebook": notebook, "filename": filename, "assignment": assignment}
-    sub = _request(f"{url}/api/submissions", token, json.dumps(body).encode())
+    sub = _upload(url, token, json.dumps(body).encode())
     _say(quiet, f"Submitted {filename} as submission {sub['id']} of {sub['assignment']}"
                 f"{' (after the deadline)' if sub['late'] else ''}; waiting for the grader...")
     deadline = time.monotonic() + wait
-    while sub["state"] != "done" and time.monotonic() < deadline:
+    while sub["state"] in ("queued", "grading") and time.monotonic() < deadline:
         time.sleep(1)
-        sub = _request(f"{url}/api/submissions/{sub['id']}", token)
+        try:
+            sub = _request(f"{url}/api/submissions/{sub['id']}", token)
+        except _Unanswered:  # the service restarting: the submission is kept
+            continue
+    if sub["state"] == "failed":
+        _say(quiet, f"Not graded: {sub['reason']}")
+        return sub
     if sub["state"] != "done":
         _say(quiet, f"Not graded yet ({sub['state']}): see {url}{sub['url']} (log in with your token).")
         return sub
@@ -50,10 +69,28 @@ def submit(url: str, token: str, path: str | os.PathLike | None = None, assignme
     return sub
 
 
-def _request(url: str, token: str, data: bytes | None = None) -> dict | str:
+def _upload(url: str, token: str, data: bytes) -> dict:
+    """POST the notebook; sent again with the same key while no answer comes back."""
+    key = uuid.uuid4().hex
+    for tries, pause in enumerate((*RESEND_PAUSES, None)):
+        try:
+            sub = _request(f"{url}/api/submissions", token, data, key)
+        except _Unanswered as err:
+            if pause is None:
+                raise SubmitError(f"{err}. Your notebook may have arrived: look at {url}/ (log in with your token) "
+                                  "before you submit again, which would count as another attempt") from None
+            print(f"{err}; sending it again in {pause:g} s (the service counts it once)")
+            time.sleep(pause)
+            continue
+        if tries:
+            print(f"The service has it, once: submission {sub['id']}.")
+        return sub
+
+
+def _request(url: str, token: str, data: bytes | None = None, key: str | None = None) -> dict | str:
     request = urllib.request.Request(url, data=data, headers={
         "Authorization": f"Bearer {token}", "Accept": "application/json",
-        **({"Content-Type": "application/json"} if data is not None else {})})
+        **({"Content-Type": "application/json", "Idempotency-Key": key} if data is not None else {})})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             text = response.read().decode("utf-8")
@@ -65,7 +102,9 @@ def _request(url: str, token: str, data: bytes | None = None) -> dict | str:
             detail = err.reason
         raise SubmitError(f"the service refused the submission ({err.code}): {detail}") from None
     except urllib.error.URLError as err:
-        raise SubmitError(f"cannot reach the submission service at {url}: {err.reason}") from None
+        raise _Unanswered(f"cannot reach the submission service at {url}: {err.reason}") from None
+    except (http.client.HTTPException, OSError) as err:  # the connection dropped, or no answer in time
+        raise _Unanswered(f"no answer from the submission service at {url} ({type(err).__name__})") from None
 
 
 # --------------------------------------------------------------------------
@@ -153,9 +192,11 @@ def _say(quiet: bool, text: str) -> None:
 
 def _show(url: str, token: str, sub: dict) -> None:
     score = f"{sub['score']:g} / {sub['max_score']:g}"
-    print(f"Score: {score} ({sub['status']}){': ' + sub['reason'] if sub['reason'] else ''}")
+    pending = sub.get("written_pending")  # graded by hand later: in neither the score nor its maximum
+    print(f"Score: {score} ({sub['status']}){': ' + sub['reason'] if sub['reason'] else ''}"
+          f"{f'; written answer: pending ({pending:g} points)' if pending else ''}")
     for test in sub.get("tests", []):
-        points = "graded by hand later" if test["points"] is None else f"{test['points']:g} / {test['max_points']:g}"
+        points = "pending (graded by hand)" if test["points"] is None else f"{test['points']:g} / {test['max_points']:g}"
         print(f"  {test['grade_id']}: {points}")
     if "feedback_after" in sub:
         print(f"The feedback comes after the deadline ({sub['feedback_after']}).")

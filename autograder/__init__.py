@@ -14,9 +14,14 @@ the instructor's side (``instructor/``)
 - ``instructor.publish``      ``publish DIR``: the student distribution (no model solution, no hidden
                               test) and its wheel (``instructor/student/``: its README, Makefile, ...)
 - ``instructor.similarity``   pairwise similarity of the students' own code, an offline HTML report
+- ``instructor.class_report`` ``report RESULTS``: the class's mistakes (scores, failure rates, diagnosed
+                              mistakes ranked, crashes), an offline HTML page (``instructor/templates/``)
+                              and CSVs
 - ``instructor.gradebook``    writing the results into an instructor's own nbgrader gradebook
-- ``instructor.lms``          from an LMS bulk download to nbgrader's layout, and grades back to the
-                              LMS: one class per LMS
+- ``instructor.lms``          from an LMS bulk download to nbgrader's layout, and grades and feedback
+                              back to the LMS: one class per LMS
+- ``instructor.verdicts``     a test's message read back: the graded name, its hints, the exceptions
+- ``instructor.pages``        the Jinja2 environment of the instructor's offline pages (``instructor/templates/``)
 
 the engine (``engine/``)
 

@@ -90,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     _lms_commands(commands)  # collect, export
     _export_gradebook_command(commands)
     _similarity_command(commands)
+    _report_command(commands)  # the class's mistakes
     _service_commands(commands)  # serve, tokens
     _publish_command(commands)  # the student distribution
     return parser
@@ -170,15 +171,16 @@ def _grade(args) -> int:
         top = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
         root = find_root(top, assignments)
         unzipped = unpack_student_zips(root, tmp / "students")
+        given = submissions if submissions.is_file() else _only_zip(root) if unzipped else root  # not in tmp
         if unzipped:
             progress_line(f"unpacked the per-student zips of {root} (each zip's name is its student's id)")
             top = root = unzipped
         collected = collect_notes(top, assignments)  # what `collect` said: late, superseded, not placed
         expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
         if not expected:
-            raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks))
+            raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks, given))
         graded_here = not (args.scheduler or args.scheduler_file)  # a cluster's workers grade on their machines
-        for hint in [*_layout_hints(root, assignments, notebooks),
+        for hint in [*_layout_hints(root, assignments, notebooks, given),
                      *sandbox_hints(args.sandbox, args.memory if graded_here else 0)]:
             print(f"autograder: warning: {hint}", file=sys.stderr)
         present = sorted({s.assignment for s in expected})
@@ -245,27 +247,41 @@ def _with_collect_notes(expected: list, collected: dict, notebooks: dict) -> lis
     return sorted(with_notes, key=lambda s: (s.student_id, s.assignment, s.notebook))
 
 
-def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebooks: dict) -> str:
-    """Why ``grade`` found nothing: what is there, and what to do."""
+def _nothing_found(submissions: Path, root: Path, assignments: list[str], notebooks: dict, given: Path) -> str:
+    """Why ``grade`` found nothing: what is there, and what to do (``given``: what the user gave
+    that ``root`` was read from, as in _layout_hints)."""
     from autograder.submissions import listing
 
     lines = [f"nothing to grade in {submissions}: no <student_id>/<assignment>/<notebook>.ipynb for any "
              f"assignment of the source ({', '.join(assignments)})", "found:"]
     lines += [f"  {line}" for line in listing(root)]
-    hints = _layout_hints(root, assignments, notebooks)
+    hints = _layout_hints(root, assignments, notebooks, given)
     return "\n".join(lines + hints[:20] + (["..."] if len(hints) > 20 else []))
 
 
-def _layout_hints(root: Path, assignments: list[str], notebooks: dict) -> list[str]:
+def _layout_hints(root: Path, assignments: list[str], notebooks: dict, given: Path) -> list[str]:
     """What looks wrong in the layout: an LMS download not collected, folders and notebooks
-    not where `grade` reads them."""
-    from autograder.instructor.lms import guess_download
+    not where `grade` reads them. ``given``: the folder or zip the user gave that holds ``root``
+    (which may be unpacked in a temporary folder), for a collect command that reads it."""
+    import shlex
+
+    from autograder.instructor.lms import guess_assignment, guess_download
     from autograder.submissions import diagnose
 
     download = guess_download(root)
-    hints = [f"this looks like a {download.capitalize()} download: run `python -m autograder collect {root} --lms "
-             f"{download} --assignment ASSIGNMENT --out SUBMISSIONS` first, then grade SUBMISSIONS"] if download else []
+    hints = []
+    if download:
+        assignment = guess_assignment(root, download, notebooks) or "ASSIGNMENT"
+        hints.append(f"this looks like a {download.capitalize()} download: run `python -m autograder collect "
+                     f"{shlex.quote(str(given))} --lms {download} --assignment {assignment} --out SUBMISSIONS` "
+                     "first, then grade SUBMISSIONS")
     return hints + diagnose(root, assignments, notebooks)
+
+
+def _only_zip(folder: Path) -> Path:
+    """The one zip in ``folder`` (a download saved into a folder of its own), else the folder."""
+    zips = [p for p in folder.iterdir() if p.suffix.lower() == ".zip" and p.is_file()]
+    return zips[0] if len(zips) == 1 else folder
 
 
 def _kernels_can_start() -> None:
@@ -370,7 +386,10 @@ def _lms_commands(commands) -> None:
         description="Write RESULTS/grades.csv as Canvas's gradebook import CSV, Moodle's grading worksheet or "
                     "a plain CSV, one row per student (and per roster student who submitted nothing). "
                     "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
-                    "Moodle's feedback comments, the plain CSV and this command's output.")
+                    "Moodle's feedback comments, the plain CSV and this command's output. A written answer not "
+                    "graded yet is in neither the points nor the maximum; the LMS, whose maximum is the whole "
+                    "assignment, gets the same share of it. --feedback-zip also writes the feedback pages as "
+                    "the LMS's bulk upload.")
     exp.add_argument("results", type=Path, metavar="RESULTS")
     exp.add_argument("--format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("--out", type=Path, required=True, metavar="FILE")
@@ -385,11 +404,18 @@ def _lms_commands(commands) -> None:
     exp.add_argument("--late-penalty", type=float, default=0.0, metavar="PERCENT",
                      help="take PERCENT of the maximum off the grade of a submission the LMS marked late "
                           "(default: none; late is reported in the reason, not penalised)")
+    exp.add_argument("--feedback-zip", type=Path, metavar="ZIP",
+                     help="canvas, moodle: also write each graded student's feedback page into ZIP, named as the "
+                          "LMS's bulk upload wants (Canvas: Submissions > Re-Upload Submissions, needs --collected; "
+                          "Moodle: View all submissions > Upload multiple feedback files in a zip)")
+    exp.add_argument("--collected", type=Path, metavar="SUBMISSIONS",
+                     help="canvas --feedback-zip: the folder `collect --lms canvas` wrote (its report names each "
+                          "student's file in Canvas's download, which the feedback is attached to)")
     exp.set_defaults(run=_export)
 
 
 def _collect(args) -> int:
-    from autograder.instructor.lms import PATTERNS, collect, read_roster, write_collect_report
+    from autograder.instructor.lms import PATTERNS, collect, guess_lms, read_roster, write_collect_report
     from autograder.layout import find_assignments
 
     download, out = args.download.resolve(), args.out.resolve()
@@ -408,6 +434,10 @@ def _collect(args) -> int:
     for p in report:
         if p.status in ("superseded", "unplaced"):
             print(f"{p.status}: {p.file}: {p.reason}", file=sys.stderr)
+    looks_like = guess_lms([p.file for p in report]) if not (counts["placed"] or args.pattern) else None
+    if looks_like and looks_like != args.lms:
+        print(f"autograder: collect: this looks like a {looks_like.capitalize()} download, not {args.lms.capitalize()}'s: "
+              f"run it again with --lms {looks_like}", file=sys.stderr)
     print(f"collected {counts['placed']} notebooks of {args.assignment} into {out} "
           f"({', '.join(f'{n} {s}' for s, n in counts.items())}); every file: {path}")
     return 0 if counts["placed"] else 1
@@ -420,10 +450,15 @@ def _export(args) -> int:
     grades = args.results / "grades.csv"
     if not grades.is_file():
         raise InputError(f"no grades.csv in {args.results}")
+    if args.feedback_zip and args.format == "csv":
+        raise InputError("--feedback-zip is the bulk upload of an LMS: use it with --format canvas or moodle")
+    if args.feedback_zip and args.format == "canvas" and not args.collected:
+        raise InputError("canvas --feedback-zip needs --collected SUBMISSIONS (the folder `collect --lms canvas` "
+                         "wrote): Canvas attaches a re-uploaded file to the submitted file whose ids its name carries")
     roster = read_roster(args.roster) if args.roster else None
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
-    rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column, gradebook,
-                            args.late_penalty)
+    assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
+                                        gradebook, args.late_penalty)
     for student_id in left_out:
         print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
     for row in rows:
@@ -433,14 +468,28 @@ def _export(args) -> int:
             print(f"note: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
     for row in pending:
-        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): written answers "
-              f"({row.to_grade_by_hand:g} points) not graded yet", file=sys.stderr)
+        print(f"to grade by hand: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     if pending:
-        print(f"{len(pending)} students' grades leave out written answers not graded yet: grade them in nbgrader's "
-              "formgrader (after `export-gradebook`), then export with --gradebook", file=sys.stderr)
+        print(f"{len(pending)} students' grades leave out written answers not graded yet (the LMS gets their share "
+              "of the counted points): grade them in nbgrader's formgrader (after `export-gradebook`), then export "
+              "with --gradebook", file=sys.stderr)
     source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
     print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
+    if args.feedback_zip:
+        _export_feedback(args, assignment, rows)
     return 0
+
+
+def _export_feedback(args, assignment: str, rows: list) -> None:
+    """export --feedback-zip: the LMS's bulk upload of the feedback pages."""
+    from autograder.instructor.lms import canvas_uploads, feedback_upload, write_zip
+
+    uploads = canvas_uploads(args.collected, assignment) if args.format == "canvas" else None
+    upload = feedback_upload(args.results, args.format, rows, assignment, uploads)
+    for row, why in upload.left_out:
+        print(f"no feedback file: {row.student.student_id} ({row.student.name}): {why}", file=sys.stderr)
+    write_zip(args.feedback_zip, upload.members)
+    print(f"wrote {len(upload.members)} feedback pages -> {args.feedback_zip}")
 
 
 # --------------------------------------------------------------------------
@@ -528,6 +577,32 @@ def _similarity(args) -> int:
 
 
 # --------------------------------------------------------------------------
+# the class's mistakes: report
+
+
+def _report_command(commands) -> None:
+    cmd = commands.add_parser(
+        "report", help="the class's mistakes: scores, failure rates, diagnosed mistakes ranked, crashes",
+        description="Write an HTML page that opens offline (figures embedded, no script) and a CSV per "
+                    "assignment from RESULTS/results.json: the distribution of the autograded scores, each graded "
+                    "name's failure rate, the mistakes the checks diagnosed ranked by how many students made them "
+                    "(the hint and one case's inputs), and the exceptions students' code raised, by type.")
+    cmd.add_argument("results", type=Path, metavar="RESULTS")
+    cmd.add_argument("--out", type=Path, metavar="REPORT.html",
+                     help="the page; each assignment's CSV is REPORT-<assignment>.csv beside it "
+                          "(default: RESULTS/class-report.html)")
+    cmd.set_defaults(run=_report)
+
+
+def _report(args) -> int:
+    from autograder.instructor.class_report import write_report
+
+    written = write_report(args.results, args.out or args.results / "class-report.html")
+    print(f"wrote the class report -> {written[0]} ({', '.join(p.name for p in written[1:])})")
+    return 0
+
+
+# --------------------------------------------------------------------------
 # the submission service: serve, tokens
 
 
@@ -549,6 +624,12 @@ def _service_commands(commands) -> None:
                        help="requests a token may make in a minute (default: %(default)s)")
     serve.add_argument("--secure-cookies", action="store_true",
                        help="send the login cookie over HTTPS only (set it behind an HTTPS reverse proxy)")
+    serve.add_argument("--trusted-proxy", action="append", default=[], metavar="ADDRESS",
+                       help="a reverse proxy's address, whose X-Forwarded-For and X-Forwarded-Proto are believed "
+                            "(may be given more than once; without it no request's proxy headers are)")
+    serve.add_argument("--stall-minutes", type=float, default=15, metavar="MINUTES",
+                       help="/health answers 503 when submissions wait and none was taken or graded for this long "
+                            "(default: %(default)s)")
     _gradebook_arguments(serve, roster=False)  # --gradebook: each graded notebook also goes into an nbgrader gradebook
     serve.set_defaults(run=_serve, warm_kernels=True)  # the service keeps its kernels warm
 
@@ -575,10 +656,20 @@ def _service_data_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _service_database(args):
-    from .service.db import Database
+    """The service's database (the data folder made, the owner's only); one that cannot be opened or
+    written is an InputError, one line."""
+    from sqlalchemy.exc import SQLAlchemyError
 
-    args.data.mkdir(parents=True, exist_ok=True)
-    return Database(args.db or f"sqlite:///{args.data.resolve() / 'service.db'}")
+    from .service.db import Database, one_line
+    from .service.storage import private_folder
+
+    try:
+        data = private_folder(args.data)
+        return Database(args.db or f"sqlite:///{data / 'service.db'}")
+    except OSError as err:
+        raise InputError(f"cannot use the data folder {args.data}: {err}") from err
+    except (SQLAlchemyError, ImportError) as err:
+        raise InputError(f"cannot use the database {args.db or args.data / 'service.db'}: {one_line(err)}") from err
 
 
 def _tokens(args) -> int:
@@ -617,10 +708,16 @@ def _serve(args) -> int:
     from .service.app import Limits, Service, create_app
     from .service.grading import DaskEngine, Grader, LocalEngine, prepare_course
     from .service.policies import Policies, PolicyError
-    from .service.storage import Storage
+    from .service.storage import DataFolderInUse, Storage
 
     _kernels_can_start()
-    storage = Storage(args.data)
+    try:
+        storage = Storage(args.data)
+        storage.lock()  # before anything is changed in it: the work folder is emptied next
+    except OSError as err:
+        raise InputError(f"cannot use the data folder {args.data}: {err}") from err
+    except DataFolderInUse as err:
+        raise InputError(str(err)) from err
     database = _service_database(args)
     options = grading_options(args)
     course = prepare_course(storage.work(), options)
@@ -635,7 +732,7 @@ def _serve(args) -> int:
             engine = DaskEngine(course, options, args.scheduler, args.scheduler_file, args.scheduler_timeout)
         else:
             engine = LocalEngine(course, options, max(1, args.jobs))
-        grader = Grader(database, storage, course, engine, gradebook)
+        grader = Grader(database, storage, course, engine, gradebook, stall_seconds=60 * args.stall_minutes)
         requeued = grader.start()
         if requeued:
             print(f"queued again {requeued} submissions whose grading was interrupted", file=sys.stderr)
@@ -644,7 +741,8 @@ def _serve(args) -> int:
         print(f"serving {len(course.assignments)} assignments on http://{args.host}:{args.port} "
               f"({engine.slots} grading workers; data in {storage.root})", file=sys.stderr, flush=True)
         try:
-            uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=True)
+            uvicorn.run(app, host=args.host, port=args.port, log_level="warning",
+                        proxy_headers=bool(args.trusted_proxy), forwarded_allow_ips=args.trusted_proxy or None)
         finally:
             grader.stop()
     return 0

@@ -184,6 +184,8 @@ NOTEBOOK_TIMEOUT = ("the notebook ran past its time limit (--notebook-timeout) a
 DEAD_KERNEL = "the kernel died while running this cell (exit, crash or out of memory); later cells did not run"
 OUT_OF_MEMORY = ("the kernel was stopped while running this cell: the notebook's processes together held more than the "
                  "memory limit (--memory); later cells did not run")
+SPAWNED = ("the notebook's code started a thread or a process, seen when this cell ended: a grading kernel runs the "
+           "student's code in one thread of one process, where the checks see it; later cells did not run")
 EVENTS = {
     "cell_timeout": ("CellTimeoutError", "the cell did not finish in time", Status.TIMEOUT,
                      "a cell ran past the time limit and was interrupted"),
@@ -191,6 +193,7 @@ EVENTS = {
                          "the notebook ran past its time limit; the cells after that did not run"),
     "dead_kernel": ("DeadKernelError", DEAD_KERNEL, Status.ERROR, DEAD_KERNEL),
     "out_of_memory": ("DeadKernelError", OUT_OF_MEMORY, Status.ERROR, OUT_OF_MEMORY),
+    "spawned": ("ThreadsForbidden", SPAWNED, Status.ERROR, SPAWNED),
     # not an error: the kernel ran on without the process the OOM killer stopped
     "process_out_of_memory": ("", "", Status.OK, "out of memory: the notebook's processes together held more than "
                               "the memory limit (--memory), so one of them was stopped; the kernel ran on"),

@@ -26,7 +26,7 @@ would, and prints per assignment:
 
 Targets: every buggy student hinted, at least 95% of crash cases hinted, no detached hint
 (tests/test_grading.py checks them on every assignment), and no student given another mistake's
-hint (tests/test_hints.py checks it on 07 and 08).
+hint (tests/test_hints.py checks it on every assignment).
 """
 from __future__ import annotations
 

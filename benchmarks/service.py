@@ -12,23 +12,38 @@ a class of STUDENTS from ``python -m autograder tokens``), then
 
     .venv/bin/python -m benchmarks.service [--runs 12] [--burst 200] [--students 50] [--jobs N]
 
+With ``--faults``, instead: the burst graded on a local Dask cluster (a scheduler and JOBS
+workers, ``serve --scheduler``), and while it is graded a worker killed, the scheduler killed and
+started again on its address, and the database locked for 30 s by another writer; ``/health``
+asked every second throughout. It prints whether every accepted submission was graded exactly
+once (one result each, whatever the retries), whether any student was charged (a status other
+than ok, or a submission set aside, for a class of correct notebooks), and what ``/health``
+said during each fault. A quick run on 2 cores: ``--faults --students 10 --burst 40``.
+
 It prints the machine's load average first: the figures are only comparable on the same load.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import signal
+import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+import httpx
+
 REPO = Path(__file__).resolve().parents[1]
 
+from classroom.cluster import LocalDask
 from classroom.service import Server, client, issue_tokens, notebook_text
 
 ASSIGNMENTS = ["01-self-attention", "02-softmax-scaling", "03-qkv", "04-multi-head", "05-masks", "06-encoder"]
@@ -59,12 +74,148 @@ def wait_all(server: Server, tokens: dict[str, str], ids: dict[int, str], timeou
     return done
 
 
+class HealthLog:
+    """``/health`` every second in a thread: (seconds since the start, status code, problems)."""
+
+    def __init__(self, server: Server):
+        self.server, self.samples, self.stopping = server, [], threading.Event()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._ask, daemon=True)
+        self.thread.start()
+
+    def _ask(self) -> None:
+        while not self.stopping.wait(1):
+            try:
+                reply = httpx.get(f"{self.server.url}/health", timeout=30)
+                self.samples.append((time.monotonic() - self.started, reply.status_code, reply.json()["problems"]))
+            except httpx.HTTPError as err:
+                self.samples.append((time.monotonic() - self.started, 0, [f"no answer: {err}"]))
+
+    def said(self, since: float, until: float) -> str:
+        """What /health said between two moments: its codes and its reasons, in short."""
+        window = [s for s in self.samples if since <= s[0] <= until]
+        codes = {code: sum(s[1] == code for s in window) for code in sorted({s[1] for s in window})}
+        reasons = sorted({problem.split(":")[0] + ": " + problem.split(":")[1][:70] if ":" in problem else problem
+                          for s in window for problem in s[2]})
+        return f"{codes} {reasons[:4]}"
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+
+
+def graded_count(data: Path) -> int:
+    with sqlite3.connect(data / "service.db", timeout=60) as db:
+        return db.execute("select count(*) from submissions where state = 'done'").fetchone()[0]
+
+
+def wait_graded(data: Path, count: int, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while graded_count(data) < count and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def kill_a_worker(dask: LocalDask) -> None:
+    """A `dask worker` process's worker (its nanny starts another), as the OOM killer would."""
+    import psutil
+
+    for child in psutil.Process(dask.workers[0].pid).children():
+        child.kill()
+
+
+def faults(args, root: Path, source: Path, students: list[str], tokens: dict[str, str], notebooks: dict) -> int:
+    dask = LocalDask(root / "dask", worker_commands=args.jobs, worker_options=["--preload", "autograder.engine.cluster"],
+                     wait_for_workers=300)
+    address = json.loads(dask.file.read_text())["address"]
+    data = root / "data"
+    server = Server(data, source, "--scheduler", address).start()
+    health = HealthLog(server)
+    try:
+        def send(n: int) -> tuple[int, str] | None:
+            student = students[n % len(students)]
+            with client(server, tokens[student]) as http:
+                reply = http.post("/api/submissions", json={"notebook": notebooks[ASSIGNMENTS[n % len(ASSIGNMENTS)]],
+                                                            "filename": "n.ipynb"}, headers={"Idempotency-Key": f"b{n}"})
+            return (reply.json()["id"], student) if reply.status_code == 202 else None
+
+        sent = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            accepted = dict(r for r in pool.map(send, range(args.burst)) if r)
+        print(f"burst: {len(accepted)} of {args.burst} accepted in {time.monotonic() - sent:.1f} s", flush=True)
+        windows = []
+
+        def fault(name: str, after: int, act, recover=None, hold: float = 0) -> None:
+            wait_graded(data, after)
+            began = time.monotonic() - health.started
+            act()
+            time.sleep(hold)
+            if recover:
+                recover()
+            windows.append((name, began, time.monotonic() - health.started))
+            print(f"  {name} at {began:.0f} s ({graded_count(data)} graded)", flush=True)
+
+        fault("a worker killed", args.burst // 5, lambda: kill_a_worker(dask))
+
+        def scheduler_down():
+            os.killpg(dask.scheduler.pid, signal.SIGKILL)
+            dask.scheduler.wait()
+
+        def scheduler_again():  # and its workers, which end with their scheduler (a service manager restarts all)
+            dask.scheduler = dask._start("scheduler-again", ["scheduler", "--host", "127.0.0.1", "--port",
+                                                             address.rsplit(":", 1)[1], "--no-dashboard"])
+            dask.workers += [dask._start(f"worker-again-{n}", ["worker", address, "--nthreads", "1", "--no-dashboard",
+                                                                "--preload", "autograder.engine.cluster"])
+                             for n in range(args.jobs)]
+        fault("the scheduler lost for 20 s, then started again", 2 * args.burst // 5, scheduler_down,
+              scheduler_again, hold=20)
+        lock = sqlite3.connect(data / "service.db", isolation_level=None, timeout=120)
+        side = ThreadPoolExecutor(1)
+        refused = []
+
+        def lock_database():
+            lock.execute("BEGIN IMMEDIATE")
+            refused.append(side.submit(send, args.burst))  # an upload meanwhile: 503, nothing stored
+
+        fault("the database locked for 30 s", 3 * args.burst // 5, lock_database, lambda: lock.execute("ROLLBACK"),
+              hold=30)
+        refused = [r.result() for r in refused]  # None: refused (503); else accepted once the lock went
+        accepted.update(r for r in refused if r)
+        side.shutdown()
+        wait_graded(data, len(accepted))
+        took = time.monotonic() - sent
+        time.sleep(3)
+    finally:
+        health.stop()
+        server.stop()
+        dask.stop()
+    with sqlite3.connect(data / "service.db") as db:
+        rows = db.execute("select id, state, status, gradings_started, result is not null from submissions").fetchall()
+    done = [r for r in rows if r[1] == "done" and r[4]]
+    once = len(done) == len(rows) == len(accepted) and {r[0] for r in rows} == set(accepted)
+    charged = [r for r in rows if r[1] == "failed" or (r[1] == "done" and r[2] != "ok")]
+    retried = sum(r[3] - 1 for r in rows)
+    print(f"faults: {len(done)} of {len(accepted)} accepted submissions graded in {took:.0f} s, one result each: "
+          f"{'yes' if once else 'NO'}; gradings started again after a fault: {retried}; "
+          f"students charged for the grader's failure: {len(charged)}; an upload during the lock: "
+          f"{'refused (503), not stored' if refused == [None] else 'accepted once the lock went, and graded'}")
+    for name, began, ended in windows:
+        print(f"  /health from {name} ({began:.0f} s) to 60 s after it: {health.said(began, ended + 60)}")
+    end = health.samples[-1] if health.samples else None
+    print(f"  /health at the end: {end[1] if end else '?'} {end[2] if end else ''}")
+    truthful = all(any(s[1] == 503 for s in health.samples if began <= s[0] <= ended + 60)
+                   for name, began, ended in windows[1:]) and end is not None and end[1] == 200
+    print(f"  /health truthful (503 with the reason during the scheduler's loss and the lock, 200 at the end): "
+          f"{'yes' if truthful else 'NO'}")
+    return 0 if once and not charged and truthful else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=12, help="one-at-a-time submissions (default: %(default)s)")
     parser.add_argument("--burst", type=int, default=200, help="submissions sent at once (default: %(default)s)")
     parser.add_argument("--students", type=int, default=50, help="default: %(default)s")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="grading workers (default: %(default)s)")
+    parser.add_argument("--faults", action="store_true", help="the burst on a Dask cluster, with faults injected")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.jobs} grading workers")
 
@@ -77,6 +228,8 @@ def main() -> int:
         source = root / "source"  # assignments 01-06 only: the service prepares every assignment of its source
         for assignment in ASSIGNMENTS:
             shutil.copytree(REPO / "solutions" / assignment, source / assignment)
+        if args.faults:
+            return faults(args, root, source, students, tokens, notebooks)
         server = Server(root / "data", source, "--jobs", str(args.jobs)).start()
         print(f"service ready in {time.monotonic() - started:.0f} s (course prepared once)")
         try:

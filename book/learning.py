@@ -18,34 +18,33 @@ out the same on every build.
 The reversal task of chapter 08, shared with chapter 04 (which shows the heads of the
 trained model), so that a site build trains that model once:
 
-- ``reversal_batch``, ``training_batch``, ``reversal_loss``, ``reversal_model``: the
-  data, the loss and the initial model; ``REVERSAL`` holds every training setting.
-- ``trained_reversal_model``: the model trained on the task, from a cache on disk when
-  the same code, data and seed trained it before (``reversal_cache_key``).
+- ``reversal_batch``, ``training_batch``, ``held_out_sequences``, ``warmup_then_decay``:
+  the data and the learning-rate schedule; ``REVERSAL`` holds every training setting.
+- ``load_reversal``: the model before and after training, as ``python -m coursebuild.models``
+  trained it at build time (its loss uses teacher forcing, which the exercise grades), read
+  from book/data/.
 - ``head_weights``: the per-head attention weights of every attention of a model.
 - ``show_source``: a function's code as a code block, for a chapter to show what it imports.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
-import os
 import random
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+import stored
 import transformer as course
 from plots import to_numpy
 
 __all__ = ["seed_everything", "train", "accuracy", "plot_losses", "attention_before_after",
-           "REVERSAL", "reversal_batch", "training_batch", "reversal_loss", "reversal_model",
-           "reversal_cache_key", "trained_reversal_model", "head_weights", "show_source"]
+           "REVERSAL", "reversal_batch", "held_out_sequences", "training_batch", "warmup_then_decay",
+           "load_reversal", "head_weights", "show_source"]
 
 
 def seed_everything(seed: int) -> None:
@@ -192,8 +191,7 @@ def attention_before_after(before, after, *, cell_labels=None, xlabels=None, yla
 
 
 # ---- the reversal task of chapter 08 ----------------------------------------------------------
-# Chapter 08 trains on it and chapter 04 shows the trained model's heads: both call
-# trained_reversal_model(), which trains once and keeps the weights on disk.
+# coursebuild/reversal.py trains on it at build time; chapters 08 and 09 load the result.
 
 PAD, START, END, VOCAB, MAX_LEN = 0, 1, 2, 13, 8  # digits 0-9 are the ids 3-12
 REVERSAL = dict(  # everything that decides the trained weights, besides the code below
@@ -236,76 +234,26 @@ def training_batch(gen: torch.Generator):
     return src[keep], tgt[keep]
 
 
-def reversal_loss(model, batch):
-    """Teacher forcing: cross-entropy of every target position at once, padding ignored."""
-    src, tgt = batch
-    logits = model(src, course.shift_right(tgt, START))  # (B, 9, VOCAB), all positions at once
-    return torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tgt.reshape(-1), ignore_index=PAD)
-
-
-def reversal_model() -> course.Seq2Seq:
-    """The untrained model: seeded, so its random weights are the same on every build."""
-    seed_everything(REVERSAL["init_seed"])
-    return course.Seq2Seq(**REVERSAL["model"]).eval()
-
-
 def warmup_then_decay(step: int) -> float:
-    # linear warm-up, then a linear decay to 0 at the last step
+    """The learning rate's factor at ``step``: a linear warm-up, then a linear decay to 0 at the last step."""
     steps, warmup = REVERSAL["steps"], REVERSAL["warmup"]
     return min((step + 1) / warmup, (steps - step) / (steps - warmup))
 
 
-def reversal_cache_key() -> str:
-    """A hash of everything the trained weights depend on: the settings, the source of the
-    data, loss, model and training functions, the course's modules and the torch version.
-    Change any of them and the cache misses, so a stale model is never shown."""
-    parts = [repr(sorted(REVERSAL.items())), repr((PAD, START, END, VOCAB, MAX_LEN)), torch.__version__,
-             Path(course.__file__).read_text()]
-    functions = (reversal_batch, _code, held_out_sequences, _held_out_codes, training_batch, reversal_loss,
-                 reversal_model, warmup_then_decay, seed_everything, train)
-    parts += [inspect.getsource(f) for f in functions]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _default_cache() -> Path | None:
-    """$COURSE_MODEL_CACHE (empty: no cache); in a clone, _build/trained-models (git ignores
-    _build/); elsewhere (Colab), ~/.cache/attention-from-scratch."""
-    if "COURSE_MODEL_CACHE" in os.environ:
-        return Path(os.environ["COURSE_MODEL_CACHE"]) if os.environ["COURSE_MODEL_CACHE"] else None
-    repo = Path(__file__).resolve().parent.parent
-    if (repo / "_config.yml").is_file() and (repo / "book" / "transformer.py").is_file():
-        return repo / "_build" / "trained-models"
-    return Path.home() / ".cache" / "attention-from-scratch"
-
-
-def trained_reversal_model(cache: Path | None | str = "default"):
-    """The reversal Transformer of chapter 08, trained; returns ``(model, run)``.
-
-    ``run`` is ``train``'s result plus ``"cpu_seconds"`` and ``"cached"`` (whether the
-    weights came from disk; the times are those of the run that trained them). The
-    weights are kept in ``cache`` (a folder; ``None``: train, keep nothing) under
-    ``reversal_cache_key()``, so the chapters that need the model share one training,
-    and a change to anything that trains it trains it again.
-    """
-    cache = _default_cache() if cache == "default" else cache
-    model = reversal_model()
-    path = None if cache is None else Path(cache) / f"reversal-{reversal_cache_key()}.pt"
-    if path is not None and path.is_file():
-        saved = torch.load(path, weights_only=True)
-        model.load_state_dict(saved["state_dict"])
-        return model.eval(), {"losses": saved["losses"], "seconds": saved["seconds"],
-                              "cpu_seconds": saved["cpu_seconds"], "cached": True}
-    cpu_start = time.process_time()
-    run = train(model, training_batch, reversal_loss, steps=REVERSAL["steps"], lr=REVERSAL["lr"],
-                seed=REVERSAL["data_seed"], schedule=warmup_then_decay)
-    run.update(cpu_seconds=time.process_time() - cpu_start, cached=False)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")  # another build may write the same file
-        torch.save({"state_dict": model.state_dict(), "losses": run["losses"], "seconds": run["seconds"],
-                    "cpu_seconds": run["cpu_seconds"]}, partial)
-        os.replace(partial, path)
-    return model, run
+def load_reversal():
+    """Chapter 08's reversal Transformer, as ``python -m coursebuild.models`` trained it (chapter 09
+    reuses it): ``(untrained, trained, run)``, the model with its seeded initial weights, the same
+    model trained, and the run: ``"losses"`` (one per step), ``"seconds"`` and ``"cpu_seconds"``
+    of the training, the held-out sequences' decoder inputs ``"test_tgt_in"`` (teacher forcing:
+    START, then the target without its last token) and the greedy decodings of the held-out
+    sources before and after training, ``"decoded_before"`` and ``"decoded_after"`` (1000, 9)."""
+    saved = stored.load("reversal.pt")
+    models = []
+    for weights in (saved["untrained"], saved["trained"]):
+        model = course.Seq2Seq(**REVERSAL["model"])
+        model.load_state_dict(weights)
+        models.append(model.eval())
+    return models[0], models[1], saved["run"]
 
 
 def show_source(*functions):

@@ -259,15 +259,16 @@ _EXPLORER_JS = r"""
   function bars(p, f, st, x0, w, y0, h) {
     var lo = p.ylim[0], hi = p.ylim[1], vals = f.values, n = vals.length, Y = axesY(x0, w, y0, h, lo, hi);
     var lit = p.highlight ? p.highlight.map[st[p.highlight.control]] : [];
+    var ticks = f.xticks || p.xticks;  // a frame may name its own bars
     var slot = w / n, base = Y(Math.max(lo, Math.min(hi, 0)));
     vals.forEach(function (v, i) {
       var y = Y(v);
       el("rect", {x: x0 + i * slot + slot * 0.12, width: slot * 0.76, y: Math.min(y, base),
                   height: Math.max(Math.abs(base - y), 0.5),
                   fill: lit.indexOf(i) >= 0 ? p.highlight.color : p.color});
-      if (p.xticks) {
+      if (ticks) {
         el("text", {x: x0 + (i + 0.5) * slot, y: y0 + h + 12, "text-anchor": "middle", "font-size": 10,
-                    fill: "currentColor"}, p.xticks[i]);
+                    fill: "currentColor"}, ticks[i]);
       }
     });
     el("line", {x1: x0, x2: x0 + w, y1: base, y2: base, stroke: "#555555", "stroke-width": 1});
@@ -376,7 +377,8 @@ def explorer(widget_id: str, controls: list[dict], panels: list[dict], caption=N
     depends on) and ``frame``, a function of those controls' states that returns the
     panel's data: ``{"values": [...]}`` for bars (a 1-D list) and matrices (2-D; an
     optional ``"text"`` 2-D list of cell labels), ``{"series": [{"y": [...], "color":
-    ...}]}`` for lines; any frame may set its own ``"title"``. Panel options: ``ylim``,
+    ...}]}`` for lines; any frame may set its own ``"title"`` (and a bars frame its own
+    ``"xticks"``). Panel options: ``ylim``,
     ``color``, ``xticks``, ``xlabel`` (bars); ``ylim``, ``marker`` (index of the slider
     whose value marks a point on every curve) (lines); ``vmin``, ``vmax``, ``cmap``
     (``"Blues"`` or ``"RdBu"``), ``rows``, ``cols`` (matrices); ``highlight`` =

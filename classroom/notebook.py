@@ -167,6 +167,8 @@ class SourceNotebook:
                     case = make_case(spec, device)
                     mistakes, expected, dtype = case.mistakes(), case.expected, case.like.dtype
                 for mistake_name, mistake in mistakes.items():
+                    if getattr(mistake, "fits", None) is not None:  # a test on the outputs: none to compare
+                        continue
                     seen.add(mistake_name)
                     if any(out is not None and not close(out, expected[key], dtype, equal_nan=True)
                            for key, out in mistake.outputs.items()):

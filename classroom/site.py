@@ -6,7 +6,6 @@ benchmarks/build_site.py times it.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +14,14 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT = 1200
 
 
-def build_site(out: Path, model_cache: Path | None = None) -> Path:
+def build_site(out: Path) -> Path:
     """Build the book from REPO into out/_build/html; raises AssertionError with the log on failure.
-    The models its chapters train are kept in ``model_cache`` (default: the book's own,
-    REPO/_build/trained-models, as `make site` keeps them)."""
+    The chapters load the models and results in book/data/ (``python -m coursebuild.models``,
+    which `make site` runs first, keeps them up to date); nothing is trained here."""
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    environment = dict(os.environ, **({"COURSE_MODEL_CACHE": str(model_cache)} if model_cache else {}))
     process = subprocess.run([str(jupyter_book), "build", str(REPO), "--path-output", str(out),
                               "--warningiserror", "--keep-going"], capture_output=True, text=True,
-                             timeout=BUILD_TIMEOUT, env=environment)
+                             timeout=BUILD_TIMEOUT)
     assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
     return out / "_build" / "html"
 

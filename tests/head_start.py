@@ -28,12 +28,8 @@ from typing import Any, Callable, Iterable
 import pytest
 
 from autograder.instructor import publish
-from classroom import REPO
 from classroom.site import build_site
 from once import Once, several_processes, shared_folder
-
-MODELS = REPO / "_build" / "trained-models"  # where `make site` in this clone keeps the models it trained
-
 
 class Preparation:
     """One slow preparation, made once for the session's test processes (tests/once.py): the
@@ -156,7 +152,6 @@ def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory
     """Start what the tests in ``items`` need (and what that needs): each is claimed by the
     first of the session's processes to start it."""
     shared = shared_folder(tmp_path_factory)
-    share_trained_models(shared / "trained-models")
     wanted = set().union(*map(_prepared_fixtures, items))
     for name in reversed(PREPARATIONS):  # each listed after what it needs: the needs of needs too
         if name in wanted:
@@ -164,21 +159,6 @@ def start(items: Iterable[pytest.Item], tmp_path_factory: pytest.TempPathFactory
     for name, preparation in PREPARATIONS.items():  # in order: each after those it waits for
         if name in wanted:
             preparation.start(shared)
-
-
-def share_trained_models(cache: Path) -> None:
-    """The models the chapters train (book/learning.py, book/generation.py), kept for the whole
-    session in ``cache``, outside the repository, by everything the tests start (COURSE_MODEL_CACHE):
-    the books' builds train each once, a test that needs one first trains it for them, and none
-    writes into the repository, where a test of what grading leaves there runs beside them.
-    Seeded with those a `make site` in this clone trained, each copied whole and then renamed
-    (the other test process may be reading it)."""
-    cache.mkdir(exist_ok=True)
-    for model in MODELS.iterdir() if MODELS.is_dir() else ():
-        partial = cache / f"{model.name}.{os.getpid()}.tmp"
-        shutil.copyfile(model, partial)
-        partial.replace(cache / model.name)
-    os.environ["COURSE_MODEL_CACHE"] = str(cache)
 
 
 def finish() -> None:

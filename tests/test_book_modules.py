@@ -7,7 +7,10 @@ nn.MultiheadAttention's convention (True = may not attend) and, for the attentio
 F.scaled_dot_product_attention's (True = may attend), and float masks, which are *added* to
 the scores, with -inf and with the sources' -1e9. The whole model is held equal to one
 assembled here from nn.Embedding, the paper's sinusoids and nn.Transformer, and every public
-name of the module has a check of its own.
+name of the module has a check of its own. What the exercises grade (the sinusoids, teacher
+forcing's shifted input, greedy decoding with a plain model) is in coursebuild/reversal.py, which
+trains the model at build time and is never published; its versions are checked here too, and
+no module or page students get defines a graded name.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from classroom import REPO
 
 sys.path.insert(0, str(REPO / "book"))
 import transformer as course  # noqa: E402
+from coursebuild import reversal  # noqa: E402
 
 E, H, FF, VOCAB = 16, 2, 32, 13
 
@@ -43,7 +47,9 @@ MASK_FORMS = {
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    return course.Seq2Seq(VOCAB, d_model=E, nhead=H, num_layers=2, dim_feedforward=FF).double().eval()
+    model = course.Seq2Seq(VOCAB, d_model=E, nhead=H, num_layers=2, dim_feedforward=FF)
+    model.pe.copy_(reversal.positional_encoding(*model.pe.shape))  # as coursebuild builds it
+    return model.double().eval()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,7 @@ def data():
     tgt = torch.randn(2, 4, E, generator=gen, dtype=torch.float64)
     src_pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])  # the second source ends in padding
     tgt_pad = torch.tensor([[False] * 4, [False] * 3 + [True]])
-    return src, tgt, src_pad, tgt_pad, course.causal_mask(4)
+    return src, tgt, src_pad, tgt_pad, nn.Transformer.generate_square_subsequent_mask(4).isinf()
 
 
 def _named(model, kind: str):
@@ -150,14 +156,8 @@ def test_the_model_is_embeddings_plus_the_papers_sinusoids_then_nn_transformer(m
     torch.testing.assert_close(model(src, tgt_in)[kept], model.generator(out)[kept])
 
 
-def test_the_masks_and_the_positional_encoding_are_pytorchs_and_the_papers():
-    for size in (1, 4, 7):
-        assert torch.equal(course.causal_mask(size),
-                           nn.Transformer.generate_square_subsequent_mask(size) == float("-inf"))
-    tokens = torch.tensor([[5, 0, 2], [0, 0, 1]])
-    assert course.padding_mask(tokens).tolist() == [[False, True, False], [True, True, False]]
-    assert course.padding_mask(tokens, pad_id=2).tolist() == [[False, False, True], [False, False, False]]
-    pe = course.positional_encoding(50, 8)
+def test_the_positional_encoding_is_the_papers():
+    pe = reversal.positional_encoding(50, 8)
     assert pe.shape == (50, 8) and pe.dtype == torch.float32
     for pos, i in [(0, 0), (1, 0), (7, 2), (49, 3)]:  # feature 2i: sin, 2i + 1: cos
         angle = pos / 10000 ** (2 * i / 8)
@@ -166,18 +166,45 @@ def test_the_masks_and_the_positional_encoding_are_pytorchs_and_the_papers():
 
 
 def test_teacher_forcing_and_greedy_decoding_agree(model):
-    """shift_right puts the start token first; greedy_decode's output is what teacher forcing
+    """shift_right puts the start token first; Seq2Seq.generate's output is what teacher forcing
     predicts when it is fed that same output."""
     tgt = torch.tensor([[7, 8, 9], [4, 5, 0]])
-    assert course.shift_right(tgt, 1).tolist() == [[1, 7, 8], [1, 4, 5]]
+    assert reversal.shift_right(tgt, 1).tolist() == [[1, 7, 8], [1, 4, 5]]
     assert tgt.tolist() == [[7, 8, 9], [4, 5, 0]]  # unchanged
     src = torch.tensor([[3, 4, 5, 6, 7], [8, 9, 10, 0, 0]])
-    generated = course.greedy_decode(model, src, 1, 6)  # (2, 6)
+    generated = model.generate(src, 1, 6)  # (2, 6)
     with torch.no_grad():
-        teacher_forced = model(src, course.shift_right(generated, 1)).argmax(-1)
+        teacher_forced = model(src, reversal.shift_right(generated, 1)).argmax(-1)
     assert torch.equal(generated, teacher_forced)
 
 
 def test_every_public_name_is_checked_here():
-    checked = {"padding_mask", "causal_mask", "positional_encoding", "Seq2Seq", "shift_right", "greedy_decode"}
-    assert set(course.__all__) == checked, "a name of book/transformer.py without a check against PyTorch"
+    assert set(course.__all__) == {"Seq2Seq"}, "a name of book/transformer.py without a check against PyTorch"
+
+
+def _defined_names(code: str) -> set[str]:
+    import ast
+
+    return {node.name for node in ast.walk(ast.parse(code))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def test_no_published_module_or_page_defines_a_graded_name():
+    """book/ is published (the site, the student distribution, Colab): none of its modules and
+    none of its pages' code cells defines a function or class under a graded name; the book's
+    working versions live in coursebuild/, which is not. (The publish scan also tries every
+    published function as each graded name.)"""
+    from attention_checks import registry
+    from classroom.site import chapter_notebooks
+
+    graded = {check.name for check in registry.load_all().values()}
+    assert {"causal_mask", "apply_rope", "beam_search", "greedy_decode"} <= graded
+    sources = {path.name: path.read_text() for path in (REPO / "book").glob("*.py")}
+    for page in chapter_notebooks().chapters():
+        nb = chapter_notebooks().notebook(page)
+        sources[page.name] = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and not c.source.startswith("%"))
+    assert len(sources) >= 15
+    for name, code in sources.items():
+        assert not _defined_names(code) & graded, f"{name} defines {sorted(_defined_names(code) & graded)}"
+    build_only = (REPO / "coursebuild" / "chargpt.py").read_text() + (REPO / "coursebuild" / "reversal.py").read_text()
+    assert {"apply_rope", "beam_search", "shift_right"} <= _defined_names(build_only) & graded  # the check sees them

@@ -4,7 +4,8 @@
 Every page of the table of contents is served from 127.0.0.1 and must load nothing
 from anywhere else (host names do not even resolve in this browser), fail no request,
 throw no JavaScript error, typeset all its math with the site's own MathJax (no raw
-`$$` left) and load every image. Chapters must have math and figures; exercise and chapter
+`$$` left), load every image and break no serious or critical rule of axe-core (an accessibility
+checker, classroom/axe.py). Chapters must have math and figures; exercise and chapter
 pages must open their notebook in Colab. A screenshot of each page goes to
 test-artifacts/browser/test_browser/. What a reader does on a page (sliders, checkboxes, folded
 answers) is tested in tests/test_browser_interactives.py.
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from browsing import CHAPTERS, PAGES, opened, screenshot_path
-from classroom import REPO
+from classroom import REPO, axe
 from headless import Page
 
 pytestmark = pytest.mark.slow  # runs a server and a browser
@@ -85,6 +86,8 @@ def test_page_renders_offline(chromium, site_url, artifacts, page_name):
             problems.append(f"images that did not load: {broken}")
         if report["widgets_shown"] < report["widgets"]:
             problems.append(f"{report['widgets'] - report['widgets_shown']} of {report['widgets']} widgets not shown")
+        if found := axe.violations(page):
+            problems.append(f"accessibility (axe-core, serious or critical):\n    " + axe.describe(found).replace("\n", "\n    "))
         if page_name in CHAPTERS:
             if not report["typeset"]:
                 problems.append("a chapter without typeset math (no MathJax output elements)")
@@ -92,6 +95,15 @@ def test_page_renders_offline(chromium, site_url, artifacts, page_name):
                 problems.append("a chapter without figures")
         if problems:
             pytest.fail(f"{page_name} (screenshot {shot}):\n  " + "\n  ".join(problems), pytrace=False)
+
+
+def test_axe_reports_what_keeps_a_reader_out(chromium):
+    """The checker can fail: an image without alt text and an unlabelled field are critical."""
+    html = '<html lang="en"><head><title>t</title></head><body><main><img src="data:image/gif;base64,R0lGODlhAQABAAAAACw=">' \
+           '<input type="text"></main></body></html>'
+    with opened(chromium, "data:text/html," + html) as page:
+        found = {v["id"] for v in axe.violations(page)}
+    assert {"image-alt", "label"} <= found, found
 
 
 # -- Colab ---------------------------------------------------------------------------------------

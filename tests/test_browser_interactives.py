@@ -23,6 +23,7 @@ INTERACTIVES = {
     "book/05-masks": ["mask-builder"],
     "book/06-encoder": ["positional-encoding"],
     "book/08-decoder": ["heads"],
+    "book/09-attention-at-scale": ["online-softmax"],
 }
 
 

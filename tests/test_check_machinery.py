@@ -174,24 +174,60 @@ def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_ow
     sealed = judge(SDPA, SMALL[:2], [crash, forged_line], points=2,
                    quoting=Sealed(["def scaled_dot_product_attention(query, key, value):",
                                    "    output = query @ key_weights"])).text
-    assert "raised RuntimeError\n" in sealed and "at: output = query @ key_weights" in sealed, sealed
+    # PyTorch's own message, its sizes as the case's own numbers (10 is none of them)
+    assert "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (?x4 and 8x8)\n" in sealed, sealed
+    assert "at: output = query @ key_weights" in sealed, sealed
     assert "check which axes you transpose" in sealed  # the hint read off the message stays
     assert "raised ValueError" in sealed and "secret" not in sealed and "anything" not in sealed, sealed
-    assert "mat1" not in sealed and "10x4" not in sealed
+    assert "10x4" not in sealed
 
 
-def test_sealed_token_reports_show_the_expected_tokens_and_where_they_differ():
+def test_sealed_reports_quote_pytorchs_messages_only_as_pytorch_words_them():
+    from attention_checks.answers.judging import Sealed
+
+    def shown(message: str, line: str = "out = torch.cat([a, b], dim=-1)") -> str:
+        outcome = Outcome(error=f"raised RuntimeError: {message}\n      at: {line}")
+        return judge(SDPA, SMALL[:1], [outcome], points=1, quoting=Sealed([line])).text.splitlines()[3].strip()
+
+    cat = "Sizes of tensors must match except in dimension 3. Expected size 3 but got size 1 for tensor number 1 in the list."
+    assert shown(cat) == f"raised RuntimeError: {cat}"
+    # the numbers a form holds are sizes: quoted as the case's own numbers, others as ?
+    assert shown(cat.replace("size 3", "size 104")) == f"raised RuntimeError: {cat.replace('size 3', 'size ?')}"
+    assert shown("expected m1 and m2 to have the same dtype, but got: double != float").endswith("double != float")
+    # a form with free words in it, a form with something after it, the student's own raise: sealed
+    assert shown("expected m1 and m2 to have the same dtype, but got: secret != float") == "raised RuntimeError"
+    assert shown(cat + " kept from a hidden test") == "raised RuntimeError"
+    assert shown(cat, line="raise RuntimeError(message)") == "raised RuntimeError"
+
+
+def test_sealed_token_reports_show_both_rows_with_the_students_tokens_as_sizes():
     from attention_checks.answers.judging import Sealed
 
     expected = torch.tensor([[1, 2, 3, 4]])
-    got = torch.tensor([[104, 105, 100, 4]])
+    got = torch.tensor([[104, 5, 100, 4]])
     as_is = compare(got, expected, torch.float32, "cpu")
     sealed = compare(got, expected, torch.float32, "cpu", Sealed([]), frozenset(range(10)))
-    assert "104" in "\n".join(as_is.details)
+    assert as_is.details[1].split() == ["got", "104", "5", "100", "4"], as_is.details
     shown = "\n".join([sealed.line, *sealed.details])
-    assert "104" not in shown and "105" not in shown and "got" not in shown, shown
-    assert "tokens differ at 3 of 4 positions" in sealed.line and "^" in shown and "1 2 3 4" in shown.replace(
-        "  ", " "), shown
+    assert "104" not in shown and "100" not in shown, shown
+    assert sealed.details[1].split() == ["got", "?", "5", "?", "4"], shown  # the case's own numbers only
+    assert "tokens differ at 3 of 4 positions" in sealed.line
+    # aligned: each token of the student's row stands under the expected one, the ^ under both
+    columns = [[m.end() for m in re.finditer(r"\S+", line)][-4:] for line in sealed.details]
+    assert columns[0] == columns[1] and columns[2] == [columns[0][i] for i in (0, 1, 2)], sealed.details
+
+
+def test_long_token_rows_are_shown_in_blocks_that_stay_aligned():
+    expected = torch.arange(85) % 7
+    got = expected.clone()
+    got[[3, 30, 70]] = 9
+    verdict = compare(got, expected, torch.float32, "cpu")
+    # the blocks of 20 positions where they differ: 0-19 and 20-39, not 40-59; 60-79 left out
+    assert len(verdict.details) == 7 and verdict.details[3].split()[:4] == ["from", "20", "expected", "6"], \
+        verdict.details
+    assert verdict.details[4].split()[1:] == [str(v) for v in got[20:40].tolist()], verdict.details
+    assert verdict.details[5].split() == ["^"], verdict.details
+    assert "1 more block(s) of 20 positions that differ" in verdict.details[6], verdict.details
 
 
 def test_verdicts_are_sealed_from_the_first_cell_that_holds_hidden_tests():

@@ -346,11 +346,13 @@ def test_structure_hints_name_the_dtype_and_not_the_input():
     assert "as a boolean tensor" in text
 
 
-def test_a_one_token_causal_mask_gets_no_guess():
-    """For size 1 an inverted mask and a masked diagonal are the same [[True]]: no hint guesses."""
+def test_a_one_token_causal_mask_names_both_mistakes():
+    """For size 1 an inverted mask and a masked diagonal are the same [[True]]: the hint names both,
+    never one picked; size 4 tells them apart."""
     _, text = check_report(CHECKS["causal_mask"], lambda n: torch.ones(n, n, dtype=torch.bool).tril(), [dict(size=1), dict(size=4)])
     one, four = text.split("case 2")
-    assert "hint" not in one and "True where attention is allowed" in four, text
+    assert "cannot tell them apart" in one and "True where attention is allowed" in one, text
+    assert "cannot tell them apart" not in four and "True where attention is allowed" in four, text
 
 
 def test_nan_counts_come_without_a_zero_error():

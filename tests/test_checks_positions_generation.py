@@ -188,6 +188,25 @@ def test_sampled_tokens_follow_the_distribution_and_not_the_dtype():
     assert torch.equal(float32, tokens)
 
 
+@pytest.mark.parametrize("spec", _cases("sample_next"))
+def test_the_generator_decides_every_sample_case(spec):
+    """Draws from the right distribution by any other random source match a case's tokens with a
+    chance below 1e-9 (the product over its rows of the chance that two draws agree)."""
+    case = judged(check_sample_next, spec)
+    probs = distribution(case.x.args["logits"], case.x.kwargs["temperature"], case.x.kwargs["top_k"],
+                         case.x.kwargs["top_p"])
+    assert (probs ** 2).sum(-1).log10().sum() < -9
+
+
+def test_tokens_not_drawn_with_the_generator_earn_nothing():
+    def own_random_source(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        probs = distribution(logits, temperature, top_k, top_p)
+        return torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(123)).squeeze(-1)
+
+    score, text = check_report(CHECKS["sample_next"], own_random_source, _cases("sample_next"), points=2)
+    assert score == 0 and "pass the generator you are given" in text, text
+
+
 def test_a_distribution_with_no_token_left_gets_its_hint():
     def none_kept(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
         probs = distribution(logits, temperature, top_k, top_p, bug="top-p one too few, none kept")

@@ -74,3 +74,14 @@ def test_the_same_mistake_and_allowed_texts_are_not_another(tmp_path, monkeypatc
         "# expect: partial\n# hint: pre-norm\n# also: Your first loss differs\n# %% cell: decoder_layer\n")
     monkeypatch.setattr(classroom, "CORPUS", tmp_path)
     assert foreign_hints(PRE_NORM, [_message(OWN, hedged)], CORPUS) == []
+
+
+@pytest.mark.parametrize("graded", ["09-attention-at-scale"], indirect=True)
+def test_pytorchs_own_message_reaches_the_notebook_and_the_feedback_page(graded):
+    """KVCache's torch.cat along the features raises inside PyTorch; its test cells run after the
+    first hidden test (sealed), and still quote PyTorch's message, with the case's own sizes."""
+    student = "corpus-cache_cat_on_features"
+    said = ("raised RuntimeError: Sizes of tensors must match except in dimension 3. Expected size 3 but got size 1 "
+            "for tensor number 1 in the list.")
+    assert any(said in text for text in graded.failing_messages(student)), graded.failing_messages(student)
+    assert said in graded.feedback_text(student)

@@ -23,7 +23,6 @@ from test_hostile import ASSIGNMENT, REFERENCE, SDPA, Attack, HostileClass, code
 pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
               pytest.mark.waits]  # for the time limits, with one worker: 30 core-seconds in 80 s alone
 
-PROCESS_LIMIT = 512  # the sandbox's default (SandboxedKernelManager.process_limit)
 NOTEBOOK_TIMEOUT = 30
 
 
@@ -122,7 +121,7 @@ ATTACKS = [
            twin="reference", expect="at_most", status="timeout"),
     Attack("too_many_cells", "holds the worker", tamper=cells_after_answer("pass", MAX_ADDED_CELLS + 1),
            twin="reference", expect="at_most", status="invalid"),
-    # -- processes: bounded whoever starts the grader (root in CI) ---------------------------
+    # -- processes: none started, whoever starts the grader (root in CI) ----------------------
     Attack("fork_bomb_2000", "starts processes", code("""
         import os, time
         for _ in range(2000):
@@ -131,14 +130,14 @@ ATTACKS = [
                     time.sleep(120)
                     os._exit(0)
             except OSError:
-                pass"""), twin="reference", expect="at_most", status=("ok", "timeout", "error")),
+                pass"""), twin="reference"),
     Attack("process_bomb_subprocess", "starts processes", code("""
         import subprocess
         for _ in range(2000):
             try:
                 subprocess.Popen(["sleep", "120"])
             except OSError:
-                pass"""), twin="reference", expect="at_most", status=("ok", "timeout")),
+                pass"""), twin="reference"),
 ]
 
 
@@ -187,15 +186,10 @@ def test_everyone_else_is_graded_as_usual(hostile):
 
 
 def test_process_bombs_are_bounded(hostile):
-    # Each bomb tries 2,000 processes; its sandbox holds at most PROCESS_LIMIT, and a few
-    # more run beside it (the CLI, the worker, bwrap).
-    assert 100 < hostile.most_processes < PROCESS_LIMIT + 50
-    # 500 copies of a kernel with torch in memory hold about as much as the memory limit (3.3 GiB
-    # of 4 measured): where the sandbox is a memory group, the kernel may be stopped for it, and
-    # the notebook says so
-    row = hostile.row("fork_bomb_2000")
-    assert row["status"] != "error" or row["reason"].startswith("the kernel was stopped while running this cell: "
-                                                                "the notebook's processes together"), row
+    # Each bomb tries 2,000 processes, and the seccomp filter refuses the first: only the grader's
+    # own processes run (the CLI, the worker, bwrap, the fork server and one kernel). The sandbox's
+    # process limit, the layer below, is tried in test_sandbox.py without the filter.
+    assert hostile.most_processes < 20
 
 
 @pytest.mark.parametrize("student", ["many_cells_under_a_second", "cells_under_the_cell_timeout"])

@@ -279,12 +279,25 @@ ECHO_ATTACKS = [
             _calls.append(1) if "hidden_" in text else None
             return torch.zeros(0, *[ord(c) % 256 for c in text[start:start + 8]], device=query.device), None"""),
         expect="at_most"),
+    # in PyTorch's own words, which a sealed report quotes: two characters a call as the sizes of a
+    # message PyTorch raises (torch.cat of tensors of those widths), or of one forged in its form
+    Attack("echo_in_pytorch_words", "echoes hidden tests", KEEP_COMPILED + code("""
+        _said = []
+        def scaled_dot_product_attention(query, *args, **kwargs):
+            text = _everything()
+            start = max(text.find("hidden_"), 0) + 2 * len(_said)
+            _said.append(1)
+            a, b = (ord(c) % 256 for c in (text[start:start + 2] + "  ")[:2])
+            if len(_said) % 2:
+                torch.cat([query.new_zeros(1, a), query.new_zeros(1, b)], dim=0)
+            raise RuntimeError(f"Sizes of tensors must match except in dimension 1. Expected size {a} but got "
+                               f"size {b} for tensor number 1 in the list.")"""), expect="at_most"),
 ]
 
 
 def readings(shown: str) -> list[str]:
     """What a student could read out of ``shown``: the text, its base64 runs decoded, and what
-    echo_in_own_words and echo_in_shapes encode, decoded."""
+    echo_in_own_words, echo_in_shapes and echo_in_pytorch_words encode, decoded."""
     found = [shown]
     for blob in re.findall(r"[A-Za-z0-9+/=]{24,}", shown):
         found.append(base64.b64decode(blob + "===", validate=False).decode("utf-8", "replace"))
@@ -295,6 +308,7 @@ def readings(shown: str) -> list[str]:
             pairs = zip(digits[start::2], digits[start + 1::2])
             found.append("".join(chr(16 * high + low) for high, low in pairs))
     found.append("".join(chr(int(n)) for sizes in re.findall(r"\(0, ([\d, ]+)\)", shown) for n in sizes.split(", ")))
+    found.append("".join(chr(int(a)) + chr(int(b)) for a, b in re.findall(r"Expected size (\d+) but got size (\d+)", shown)))
     return found
 
 
@@ -311,7 +325,7 @@ def test_hidden_tests_are_never_echoed(echoes, attack):
     for reading in found:  # nothing hidden, decoded or not
         assert [line for line in hidden if line in reading] == []
         assert not re.search(r"hidden_\w+_cases", reading)  # the names of the hidden tests' own variables
-    if attack.name != "echo_in_shapes":  # (it says nothing before a hidden test)
+    if attack.name not in ("echo_in_shapes", "echo_in_pytorch_words"):  # (a few characters a call)
         # the attack works: before the first hidden test, what it kept of the visible tests is readable
         assert any("check_scaled_dot_product_attention(" in reading for reading in found)
 
@@ -490,17 +504,13 @@ def test_output_has_a_budget_per_notebook(resources):
     assert (resources.out / "results.json").stat().st_size < 5 * 1024**2
 
 
-def test_memory_is_one_limit_for_all_of_a_notebooks_processes(resources):
-    from autograder.sandbox.cgroups import MemoryGroup
-
-    group = MemoryGroup.create(2**30)
-    if group is None:
-        pytest.skip("the grader may not make memory control groups here: the limit is per process")
-    group.remove()
-    children = re.search(r"CHILDREN \[([-\d, ]+)\]", shown_to_student(resources, "memory_in_children"))
-    assert children and "-9" in children[1].split(", "), children  # stopped by the OOM killer
-    row = resources.row("memory_in_children")
-    assert row["status"] == "ok" and row["reason"].startswith("out of memory: the notebook's processes together")
+def test_a_notebook_holds_memory_in_one_process_only(resources):
+    """A kernel's cells can start no process (issue 49: forkserver.forbid_new_threads_and_processes);
+    the memory group that bounds a sandbox's processes together is tested below that layer
+    (tests/test_sandbox.py::test_memory_is_limited_for_all_of_a_kernels_processes_together)."""
+    shown = shown_to_student(resources, "memory_in_children")
+    assert "PermissionError: [Errno 1] Operation not permitted" in shown and "CHILDREN [" not in shown
+    assert resources.row("memory_in_children")["status"] == "ok"
 
 
 def test_the_kernels_folder_has_a_size(resources):
@@ -517,5 +527,7 @@ def test_a_kernel_writes_nothing_on_the_hosts_disk_nor_in_a_ram_disk_of_its_own(
         pytest.skip("this Linux has no Landlock: a kernel may write to its scratch folder (README)")
     host = re.search(r"HOST (\d+) MiB in (\d+) places", shown_to_student(resources, "fill_host_folders"))
     assert host and host[1] == "0" and host[2] == "2", host  # the sockets folder and the scratch mount found
-    namespace = re.search(r"NAMESPACE (\d+) MiB (\d+)", shown_to_student(resources, "unsized_ram_disk"))
-    assert namespace and namespace[1] == "0" and namespace[2] != "0", namespace
+    # unshare is a process the kernel cannot start any more (issue 49); Landlock's refusal to mount
+    # is tested below that layer (tests/test_sandbox.py::test_a_started_kernel_writes_only_to_its_ram_disks)
+    shown = shown_to_student(resources, "unsized_ram_disk")
+    assert "NAMESPACE" not in shown.replace('print("NAMESPACE"', "") and "PermissionError" in shown

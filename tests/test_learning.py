@@ -76,85 +76,49 @@ def test_attention_before_after_shares_one_colour_scale(vertical):
     assert sum(len(ax.patches) for ax in fig.axes) == 2 * 3  # one frame per highlighted cell and panel
 
 
-# -- the reversal model of chapter 08, shared with chapter 04 ------------------------------------
-import transformer as course  # noqa: E402  (book/, on the path above)
+# -- the reversal model of chapter 08, trained by coursebuild, loaded by the book --------------
+import stored  # noqa: E402  (book/, on the path above)
+from coursebuild import models, reversal  # noqa: E402
 
 
-def _short_training(monkeypatch):
-    """The chapter's model and task with 6 training steps instead of 500: the cache's behaviour
-    in a second, not a minute."""
+def test_the_reversal_model_trained_at_build_time_is_the_one_the_book_loads(monkeypatch, tmp_path):
+    """coursebuild.reversal trains the model (6 steps here instead of 500); learning.load_reversal
+    reads back the same weights, the same initial weights and the run, from book/data/ (here a
+    temporary folder)."""
     monkeypatch.setitem(learning.REVERSAL, "steps", 6)
     monkeypatch.setitem(learning.REVERSAL, "warmup", 2)
-
-
-def _probe():
+    steps = []
+    payload = reversal.build(steps.append)
+    assert len(steps) == 6 and len(payload["run"]["losses"]) == 6
+    torch.save(payload, tmp_path / "reversal.pt")
+    monkeypatch.setattr(stored, "DATA", tmp_path)
+    untrained, trained, run = learning.load_reversal()
     src, tgt = learning.held_out_sequences()
-    return src[:16], course.shift_right(tgt[:16], learning.START)
+    assert torch.equal(run["test_tgt_in"][:, 1:], tgt[:, :-1]) and (run["test_tgt_in"][:, 0] == learning.START).all()
+    assert torch.equal(trained.generate(src[:50], learning.START, 9), run["decoded_after"][:50])
+    probe = (src[:16], run["test_tgt_in"][:16])
+    maps, fresh = learning.head_weights(trained, *probe), learning.head_weights(untrained, *probe)
+    assert len(maps) == 6  # 2 encoder self-, 2 decoder self-, 2 cross-attentions
+    name = "transformer.decoder.layers.1.multihead_attn"
+    assert maps[name].shape[1] == 4 and not torch.equal(maps[name], fresh[name])  # 6 steps moved the weights
+    again = reversal.build(lambda n: None)  # seeded: the same weights again
+    assert all(torch.equal(again["trained"][k], v) for k, v in payload["trained"].items())
 
 
-def test_cache_key_changes_with_the_training_code_settings_and_modules(monkeypatch, tmp_path):
-    key = learning.reversal_cache_key()
-    assert key == learning.reversal_cache_key()  # stable: a rebuild finds the weights
-    with monkeypatch.context() as m:
-        def reversal_loss(model, batch):  # another loss: another model
-            return learning.reversal_loss(model, batch) * 2
-        m.setattr(learning, "reversal_loss", reversal_loss)
-        assert learning.reversal_cache_key() != key
-    with monkeypatch.context() as m:
-        m.setitem(learning.REVERSAL, "data_seed", 2)
-        assert learning.reversal_cache_key() != key
-    with monkeypatch.context() as m:
-        edited = tmp_path / "transformer.py"
-        edited.write_text(learning.Path(course.__file__).read_text() + "# an edit\n")
-        m.setattr(course, "__file__", str(edited))
-        assert learning.reversal_cache_key() != key  # transformer.py's text is part of the key
-    assert learning.reversal_cache_key() == key
-
-
-def test_cached_model_gives_the_same_weights_and_maps_as_a_fresh_one(monkeypatch, tmp_path):
-    _short_training(monkeypatch)
-    first, run = learning.trained_reversal_model(tmp_path)
-    assert not run["cached"] and len(run["losses"]) == 6
-    assert [p.name for p in tmp_path.iterdir()] == [f"reversal-{learning.reversal_cache_key()}.pt"]
-    again, run_again = learning.trained_reversal_model(tmp_path)
-    assert run_again["cached"] and run_again["losses"] == run["losses"]
-    fresh, run_fresh = learning.trained_reversal_model(None)  # trained again, nothing kept
-    assert not run_fresh["cached"] and run_fresh["losses"] == run["losses"]
-    maps = [learning.head_weights(model, *_probe()) for model in (first, again, fresh)]
-    assert len(maps[0]) == 6  # 2 encoder self-, 2 decoder self-, 2 cross-attentions
-    for name, weights in maps[0].items():
-        assert weights.shape[1] == 4  # (B, H, L, S), per head
-        assert torch.equal(weights, maps[1][name]) and torch.equal(weights, maps[2][name]), name
-    untrained = learning.head_weights(learning.reversal_model(), *_probe())
-    assert not torch.equal(untrained[name], maps[0][name])  # 6 steps moved the weights
-
-
-def test_head_weights_are_the_heads_of_the_attention_on_its_real_inputs():
-    model = learning.reversal_model()
-    src, tgt_in = _probe()
-    maps = learning.head_weights(model, src, tgt_in)  # under no_grad: PyTorch's fast path is off
-    x = model.embed(model.src_embed, src)  # the first encoder layer's input
-    attn = model.transformer.encoder.layers[0].self_attn
-    with torch.no_grad():
-        _, expected = attn(x, x, x, key_padding_mask=src == learning.PAD, average_attn_weights=False)
-    torch.testing.assert_close(maps["transformer.encoder.layers.0.self_attn"], expected)
-    padding = (src == learning.PAD)[:, None, None, :]  # (B, 1, 1, S)
-    assert maps["transformer.encoder.layers.0.self_attn"].masked_select(padding).abs().max() == 0
-    causal = course.causal_mask(tgt_in.shape[1])
-    assert maps["transformer.decoder.layers.0.self_attn"][..., causal].abs().max() == 0
-
-
-def test_trained_cross_attention_heads_find_the_aligned_digit_and_random_ones_do_not():
-    # The claim chapter 04 makes about the trained model (the build's cached weights, or a minute of training).
-    trained, _ = learning.trained_reversal_model()
-    src, tgt = learning.held_out_sequences()
-    tgt_in = course.shift_right(tgt, learning.START)
-    rows = torch.arange(tgt.shape[1])
-    lengths = (src != learning.PAD).sum(1, keepdim=True)
-    writes_digit, aligned = rows < lengths, (lengths - 1 - rows).clamp(min=0)  # (N, 9) each
-    cross = "transformer.decoder.layers.1.multihead_attn"
-    for model, low, high in [(trained, 0.5, 1.0), (learning.reversal_model(), 0.0, 0.3)]:
-        weights = learning.head_weights(model, src, tgt_in)[cross]  # (N, 4, 9, 8)
-        for h in range(weights.shape[1]):
-            hits = (weights[:, h].argmax(-1) == aligned)[writes_digit].float().mean().item()
-            assert low < hits < high, (h, hits)
+def test_a_stored_result_is_built_again_only_when_its_code_or_data_change(monkeypatch, tmp_path, capsys):
+    (tmp_path / "code.py").write_text("one = 1\n")
+    builds = []
+    result = models.Result("tiny.pt", "a tiny result", ["code.py"], 3,
+                           lambda progress: builds.append(1) or {"value": torch.tensor(len(builds))})
+    monkeypatch.setattr(models, "REPO", tmp_path)
+    monkeypatch.setattr(models, "DATA", tmp_path / "data")
+    monkeypatch.setattr(models, "RESULTS", [result])
+    assert models.main(["--check"]) == 1 and not builds  # missing: --check says so and builds nothing
+    assert models.main([]) == 0 and len(builds) == 1
+    assert models.main([]) == 0 and len(builds) == 1  # up to date: nothing trained
+    assert models.main(["--check"]) == 0
+    (tmp_path / "code.py").write_text("one = 2\n")  # the code changed: built again
+    assert models.main(["--check"]) == 1
+    assert models.main([]) == 0 and len(builds) == 2
+    assert torch.load(tmp_path / "data" / "tiny.pt", weights_only=True)["value"] == 2
+    assert "up to date" in capsys.readouterr().out

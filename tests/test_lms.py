@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from autograder.instructor import lms
-from classroom import make_submission, notebook_name, tree_digest
+from classroom import REPO, load_corpus, make_submission, notebook_name, tree_digest
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -334,7 +334,6 @@ def test_the_gradebook_holds_what_nbgrader_autograde_would_record(tmp_path, monk
     from traitlets.config import Config
 
     from autograder.instructor.gradebook import write_gradebook
-    from classroom import REPO
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # nbgrader's alembic is found without an activated venv
     source = nbformat.read(REPO / "solutions" / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
@@ -414,10 +413,11 @@ def test_no_cell_of_an_export_is_a_formula_and_the_lms_reads_its_columns(tmp_pat
         assert any(cell.startswith("'=HYPERLINK") for cell in cells)  # kept, as text
         header, *rows = table
         if fmt == "canvas":  # Canvas matches students by ID and reads the assignment's column as a number
-            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "11", "1002": "", "1003": "5.5", "1004": ""}
+            # s1: 11 of 11 with a written answer pending is the same share, 12, of the whole 12
+            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "12", "1002": "", "1003": "5.5", "1004": ""}
             assert rows[0][5] == "12"
         elif fmt == "moodle":  # Moodle: "Participant <id>", a number or nothing in Grade
-            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "11", "Participant 1002": "",
+            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "12", "Participant 1002": "",
                                                   "Participant 1003": "5.5", "Participant 1004": ""}
         else:  # this tool reads its own CSV back exactly
             back = {r["student_id"]: r for r in lms.read_csv(out)}
@@ -485,3 +485,202 @@ def test_a_gradebook_that_is_a_folder_or_read_only_is_one_line_and_exit_2(tmp_pa
     run = _cli("export-gradebook", results, "--gradebook", read_only, cwd=tmp_path)
     assert run.returncode == 2 and "nothing was recorded" in run.stderr and "readonly" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------
+# feedback into the LMS: the bulk-feedback uploads, read back with the LMS's own naming rules
+
+
+def canvas_reads(archive: Path, attachments: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Canvas's "Re-Upload Submissions" (Assignment#generate_comments_from_files): a file's base
+    name split at "_", whose first two parts that are numbers are a user id and the id of a file
+    of that user's submission (``attachments``); any other file is ignored. user id -> files."""
+    given: dict[str, list[str]] = {}
+    with zipfile.ZipFile(archive) as z:
+        for name in z.namelist():
+            base = name.rsplit("/", 1)[-1]
+            numbers = [part for part in base.split("_") if re.fullmatch(r"\d+", part)][:2]
+            if len(numbers) == 2 and not base.startswith("._") and numbers[1] in attachments.get(numbers[0], ()):
+                given.setdefault(numbers[0], []).append(name)
+    return given
+
+
+def moodle_reads(archive: Path, participants: set[str]) -> dict[str, list[str]]:
+    """Moodle's "Upload multiple feedback files in a zip" (assignfeedback_file_zip_importer::
+    is_valid_filename_for_import): hidden files ignored; the first folder of a path whose parts
+    (split at "_", at most 5) are a name, a participant id and an existing plugin names the
+    participant. participant id -> the file names Moodle gives them."""
+    given: dict[str, list[str]] = {}
+    with zipfile.ZipFile(archive) as z:
+        for name in z.namelist():
+            if name.endswith("/") or name.rsplit("/", 1)[-1].startswith((".", "~")):
+                continue
+            parts = name.split("/")
+            while parts:
+                info = parts.pop(0).split("_", 4)
+                if len(info) < 4 or not info[1].isdigit() or info[1] not in participants:
+                    continue
+                if (info[2], info[3]) not in (("assignsubmission", "file"), ("assignfeedback", "file")):
+                    continue
+                filename = "/".join([info[4] if len(info) == 5 else "", *parts])  # "/qkv.html": a file at the top
+                given.setdefault(info[1], []).append(filename.rsplit("/", 1)[-1])  # the feedback file's name
+                break
+    return given
+
+
+@pytest.fixture(scope="module")
+def feedback_class(tmp_path_factory):
+    """A Canvas and a Moodle download of one assignment, with odd names, two students of the
+    same name in each, a student who uploaded twice, a late one, a broken notebook and a roster
+    student who submitted nothing; collected into one SUBMISSIONS and graded by the CLI."""
+    tmp = tmp_path_factory.mktemp("feedback-class")
+    canvas = tmp / "canvas.zip"
+    with zipfile.ZipFile(canvas, "w") as archive:
+        for name, answered in [(f"müllerjosé_1201_50001_{NB}.ipynb", False), (f"müllerjosé_1201_50077_{NB}-1.ipynb", True),
+                               (f"nguyenthịlan_late_1202_50010_{NB}.ipynb", True),
+                               (f"leeann_1210_50030_{NB}.ipynb", True), (f"leeann_1211_50031_{NB}.ipynb", False)]:
+            archive.writestr(name, _notebook(tmp, name, answered))
+        archive.writestr(f"obrienseán_1203_50020_{NB}.ipynb", b"{ not a notebook")
+    moodle = tmp / "moodle"
+    no_scale = next(e for e in load_corpus(ASSIGNMENT) if e.name == "sdpa_no_scale")  # forgets 1/sqrt(d_k)
+    for folder, code in [("Zoë Brontë_3301_assignsubmission_file", {}),  # Moodle 4.1 and later
+                         ("Wei Chen_3303_assignsubmission_file_", {}), ("Wei Chen_3304_assignsubmission_file_", no_scale.cells)]:
+        (moodle / folder).mkdir(parents=True)
+        (moodle / folder / f"{NB}.ipynb").write_bytes(make_submission(tmp / "made", folder, ASSIGNMENT, code).read_bytes())
+    canvas_roster = tmp / "canvas-roster.csv"
+    canvas_roster.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n    Points Possible,,,,\n"
+                             "\"Müller, José\",1201,,,\n\"Nguyễn, Thị Lan\",1202,,,\n\"O'Brien, Seán\",1203,,,\n"
+                             "\"Lee, Ann\",1210,,,\n\"Lee, Ann\",1211,,,\n\"Smith, Anna\",1204,,,\n", encoding="utf-8-sig")
+    # Moodle's worksheet, as a spreadsheet saved it: names with a quote, a comma, a line break, an underscore
+    moodle_roster = tmp / "moodle-worksheet.csv"
+    with moodle_roster.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Identifier", "Full name", "Email address", "Grade"])
+        for number, name in [(3301, 'Zoë "Zo" Brontë_Smith'), (3303, "Chen, Wei"), (3304, "Wei\nChen"), (3305, "Tom Ray")]:
+            writer.writerow([f"Participant {number}", name, f"p{number}@example.org", ""])
+    subs, results = tmp / "SUBMISSIONS", tmp / "RESULTS"
+    for download, name in ((canvas, "canvas"), (moodle, "moodle")):
+        run = _cli("collect", download, "--lms", name, "--assignment", ASSIGNMENT, "--out", subs, cwd=tmp)
+        assert run.returncode == 0, run.stderr
+    run = _cli("grade", subs, "--out", results, "--jobs", "2", "--quiet", cwd=tmp)
+    assert run.returncode == 0, run.stderr
+    return tmp, subs, results, canvas_roster, moodle_roster
+
+
+def _page(results: Path, student: str) -> bytes:
+    return (results / "feedback" / student / ASSIGNMENT / f"{NB}.html").read_bytes()
+
+
+def test_canvas_gets_each_students_page_as_a_comment_on_their_own_upload(feedback_class):
+    tmp, subs, results, roster, _ = feedback_class
+    archive = tmp / "canvas-feedback.zip"
+    run = _cli("export", results, "--format", "canvas", "--roster", roster, "--out", tmp / "canvas.csv",
+               "--feedback-zip", archive, "--collected", subs, cwd=tmp)
+    assert run.returncode == 0, run.stderr
+    # each student's current submission holds the file Canvas downloaded last (the re-upload "-1" for 1201)
+    attachments = {"1201": {"50077"}, "1202": {"50010"}, "1203": {"50020"}, "1210": {"50030"}, "1211": {"50031"}}
+    given = canvas_reads(archive, attachments)
+    assert sorted(given) == ["1201", "1202", "1203", "1210", "1211"]  # not 1204, who submitted nothing
+    with zipfile.ZipFile(archive) as z:
+        assert len(z.namelist()) == 5  # nothing Canvas would ignore
+        for user, (name,) in given.items():  # the two Ann Lees each get their own page
+            assert z.read(name) == _page(results, user), user
+    assert given["1202"] == [f"nguyenthịlan_late_1202_50010_{NB}-feedback.html"]  # named as the late download
+    assert "wrote 5 feedback pages" in run.stdout
+    # Canvas attaches only to a file of the submission: without collect's report it cannot be named
+    run = _cli("export", results, "--format", "canvas", "--out", tmp / "c.csv", "--feedback-zip", tmp / "c.zip", cwd=tmp)
+    assert run.returncode == 2 and "--collected" in run.stderr and not (tmp / "c.csv").exists()
+
+
+def test_moodle_gets_a_folder_per_participant_and_a_comment_per_student(feedback_class):
+    tmp, subs, results, _, roster = feedback_class
+    archive, sheet = tmp / "moodle-feedback.zip", tmp / "moodle.csv"
+    run = _cli("export", results, "--format", "moodle", "--roster", roster, "--out", sheet, "--feedback-zip", archive,
+               cwd=tmp)
+    assert run.returncode == 0, run.stderr
+    given = moodle_reads(archive, {"3301", "3303", "3304", "3305"})
+    assert given == {"3301": [f"{NB}-feedback.html"], "3303": [f"{NB}-feedback.html"], "3304": [f"{NB}-feedback.html"]}
+    with zipfile.ZipFile(archive) as z:
+        for name in z.namelist():
+            participant = name.split("_")[1]
+            assert z.read(name) == _page(results, participant)
+        assert "Zoë Zo Brontë Smith_3301_assignsubmission_file/" in {n.split("/")[0] + "/" for n in z.namelist()}
+    rows = {r["Identifier"]: r for r in _read(sheet)}
+    # the names round-trip through the worksheet as Moodle wrote them
+    assert [rows[f"Participant {n}"]["Full name"] for n in (3301, 3303, 3304)] == [
+        'Zoë "Zo" Brontë_Smith', "Chen, Wei", "Wei\nChen"]
+    # each graded student: the score per test, a failing test with its hint
+    full, buggy = rows["Participant 3303"]["Feedback comments"], rows["Participant 3304"]["Feedback comments"]
+    assert re.search(r"^test_sdpa_basic: 2 / 2$", full, re.M) and "(" not in full
+    first, *later = [line for line in buggy.splitlines() if line.startswith("test_sdpa")]
+    assert re.fullmatch(r"test_sdpa_basic: [\d.]+ / 2 \(.*is the 1/sqrt\(d_k\) scaling missing\?.*\)", first), buggy
+    assert "(as above)" in later[0]  # one mistake: its hint once
+    assert buggy.startswith("test_project_qkv: 1 / 1\n")
+    assert rows["Participant 3305"]["Feedback comments"] == "Not graded: missing (nothing was submitted)"
+    # the plain CSV has no upload
+    run = _cli("export", results, "--format", "csv", "--out", tmp / "p.csv", "--feedback-zip", tmp / "p.zip", cwd=tmp)
+    assert run.returncode == 2 and "canvas or moodle" in run.stderr
+
+
+def test_a_pending_written_answer_is_in_neither_the_points_nor_the_maximum(tmp_path):
+    """The score rule: 8 of 8 autograded and a 2-point written answer not graded yet is 8 of 8,
+    "written answer: pending (2 points)"; an LMS, whose maximum is the whole 10, gets the same share."""
+    results = tmp_path / "RESULTS"
+    results.mkdir()
+    (results / "grades.csv").write_text(
+        "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late\n"
+        f"pending,{ASSIGNMENT},8,8,ok,,2,2,\nhalf,{ASSIGNMENT},4,8,ok,,2,2,\n"
+        f"graded,{ASSIGNMENT},9,8,ok,,2,0,\n", encoding="utf-8")
+    for fmt in ("canvas", "moodle", "csv"):
+        lms.export(results / "grades.csv", fmt, tmp_path / f"{fmt}.csv")
+    with (tmp_path / "canvas.csv").open(encoding="utf-8-sig") as f:
+        table = list(csv.reader(f))
+    assert table[1][5] == "10" and {r[1]: r[5] for r in table[2:]} == {"pending": "10", "half": "5", "graded": "9"}
+    moodle = {r["Identifier"]: r for r in _read(tmp_path / "moodle.csv")}
+    assert (moodle["Participant pending"]["Grade"], moodle["Participant pending"]["Maximum Grade"]) == ("10", "10")
+    assert moodle["Participant pending"]["Feedback comments"].startswith("written answer: pending (2 points): 8 of 8")
+    plain = {r["student_id"]: r for r in _read(tmp_path / "csv.csv")}
+    assert [(plain[s]["score"], plain[s]["max_score"]) for s in ("pending", "half", "graded")] == [
+        ("8", "8"), ("4", "8"), ("9", "10")]
+
+
+# --------------------------------------------------------------------------
+# the instructor's odd files
+
+
+def test_a_roster_saved_by_a_spreadsheet_in_utf16_or_cp1252_is_read(tmp_path):
+    rows = [["student_id", "lms_id", "name"], ["s1", "1201", "Müller, José"], ["s2", "1202", "Zoë “Zo” Brontë"]]
+    unicode_text = tmp_path / "unicode.txt"  # Excel's "Unicode Text": UTF-16 with a byte-order mark, tabs
+    unicode_text.write_bytes("\r\n".join("\t".join(row) for row in rows).encode("utf-16"))
+    windows = tmp_path / "windows.csv"  # Excel's "CSV" on a Windows in French: cp1252, semicolons
+    windows.write_bytes("\r\n".join(";".join(f'"{c}"' if "," in c else c for c in row) for row in rows).encode("cp1252"))
+    for path in (unicode_text, windows):
+        assert [(s.student_id, s.lms_id, s.name) for s in lms.read_roster(path)] == [
+            ("s1", "1201", "Müller, José"), ("s2", "1202", "Zoë “Zo” Brontë")], path.name
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["canvas-zip", "zip-in-a-zip"])
+def test_grade_on_a_raw_canvas_download_suggests_a_collect_command_that_works(tmp_path, wrapped):
+    download = canvas_download(tmp_path)
+    if wrapped:  # the download, zipped again (as a browser or a colleague may send it)
+        (tmp_path / "outer").mkdir()
+        with zipfile.ZipFile(tmp_path / "outer" / "from-a-colleague.zip", "w") as archive:
+            archive.write(download, "submissions.zip")
+            archive.writestr("__MACOSX/._submissions.zip", b"\0")
+        download = tmp_path / "outer" / "from-a-colleague.zip"
+    run = _cli("grade", download, "--out", tmp_path / "R", cwd=REPO)
+    assert run.returncode == 1, run.stderr
+    (suggested,) = re.findall(r"run `(python -m autograder collect .+?)` first", run.stderr)
+    assert f"collect {download} --lms canvas --assignment {ASSIGNMENT} --out SUBMISSIONS" in suggested
+    run = subprocess.run(suggested.replace("python", sys.executable, 1).replace("SUBMISSIONS", str(tmp_path / "S")),
+                         shell=True, cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0 and "collected 3 notebooks" in run.stdout, run.stderr
+    assert sorted(p.name for p in (tmp_path / "S").iterdir() if p.is_dir()) == ["1201", "1202", "1203"]
+
+
+def test_collect_with_the_wrong_lms_says_which_the_download_looks_like(tmp_path):
+    run = _cli("collect", moodle_download(tmp_path), "--assignment", ASSIGNMENT, "--out", tmp_path / "S", cwd=REPO)
+    assert run.returncode == 1 and "looks like a Moodle download, not Canvas's: run it again with --lms moodle" in run.stderr
+    run = _cli("collect", canvas_download(tmp_path), "--lms", "moodle", "--assignment", ASSIGNMENT, "--out",
+               tmp_path / "S2", cwd=REPO)
+    assert run.returncode == 1 and "--lms canvas" in run.stderr

@@ -94,7 +94,13 @@ def test_the_distribution_is_the_students_edition(published):
     plan = subprocess.run(["make", "-n", "-B", "site"], cwd=dist, capture_output=True, text=True,
                           env=student_shell)
     assert plan.returncode == 0, plan.stderr
-    assert '-m pip download --quiet --no-deps --dest .venv/torch-wheel "torch"' in plan.stdout, plan.stdout
+    # PyTorch's CPU build by default (a laptop's few hundred MB), pip's own index for a GPU
+    assert ('-m pip download --quiet --no-deps --dest .venv/torch-wheel \\\n'
+            '\t--index-url https://download.pytorch.org/whl/cpu "torch"') in plan.stdout, plan.stdout
+    for_a_gpu = subprocess.run(["make", "-n", "-B", "site", "TORCH_INDEX="], cwd=dist, capture_output=True,
+                               text=True, env=student_shell)
+    assert '-m pip download --quiet --no-deps --dest .venv/torch-wheel \\\n\t "torch"' in for_a_gpu.stdout, \
+        for_a_gpu.stdout
     assert "tools/web_assets.py" in plan.stdout, plan.stdout
     assert plan.stdout.rstrip().endswith(".venv/bin/jupyter-book build . --keep-going"), plan.stdout
     assert sorted(p.name for p in (dist / "exercises").iterdir()) == release.find_assignments(REPO / "solutions")

@@ -93,13 +93,16 @@ def test_tokens_are_stored_hashed_and_kept(service):
 
 def test_a_notebook_is_graded_with_its_feedback_page(service, graded):
     ann = graded["ann"]
-    assert (ann["state"], ann["status"], ann["score"], ann["max_score"]) == ("done", "ok", 8, 8)
+    # ann left the written answer as released: nbgrader's 0 of its 2 points counts (nothing awaits a person)
+    assert (ann["state"], ann["status"], ann["score"], ann["max_score"]) == ("done", "ok", 8, 10)
+    assert ann["written_pending"] == 0
     assert ann["assignment"] == ASSIGNMENT  # found from the notebook's cells
     assert {t["grade_id"] for t in ann["tests"]} >= {"test_attention_scores", "test_simple_self_attention_hidden"}
     with client(service.server, service.tokens["ann"]) as http:
         page = http.get(ann["feedback_url"])
         assert page.status_code == 200 and "sandbox" in page.headers["content-security-policy"]
         assert "test_attention_scores" in page.text
+        assert "(Score: 8 / 10)" in page.text  # the feedback page's score is the API's
         leaked = [line for line in secret_lines(ASSIGNMENT) if line in page.text]
         assert not leaked, leaked  # hidden tests and reference solutions never reach the student
         listed = http.get("/api/submissions").json()
@@ -156,6 +159,7 @@ ISOLATION = {
     ("GET", "/instructor"): "instructor",
     ("GET", "/instructor/students/{student_id}"): "instructor",
     ("GET", "/instructor/export/{assignment}"): "instructor",
+    ("GET", "/instructor/report/{assignment}"): "instructor",
 }
 
 
@@ -267,7 +271,7 @@ def test_instructor_table_history_and_exports(service, graded):
     with client(service.server, service.tokens["prof"]) as prof:
         wait_done(prof, graded["bob"])
         page = prof.get(f"/instructor?assignment={ASSIGNMENT}").text
-        assert "ann" in page and "8 / 8" in page and 'id="distribution"' in page
+        assert "ann" in page and "8 / 10" in page and 'id="distribution"' in page
         for fmt, header in (("canvas", "Student"), ("moodle", "Identifier"), ("csv", "student_id")):
             reply = prof.get(f"/instructor/export/{ASSIGNMENT}?format={fmt}&which=best")
             assert reply.status_code == 200, reply.text
@@ -363,6 +367,29 @@ def test_graded_notebooks_go_into_the_instructors_gradebook_for_formgrader(servi
                         .read_text())
     cell = next(c for c in graded["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == written)
     assert "".join(cell["source"]) == answer
+
+
+def test_one_score_everywhere_with_a_written_answer_pending(service):
+    """The course's rule: a written answer that awaits a person is in neither the points nor the
+    maximum, on the API, the student's pages, the feedback page and the class table, each of
+    which says it is pending."""
+    from classroom import written_answers
+
+    (written,) = written_answers(ASSIGNMENT)
+    notebook = notebook_text(service.root, "carl", {written: "The scores are symmetric because..."})
+    pending = "written answer: pending (2 points)"
+    with client(service.server, service.tokens["carl"]) as http:
+        reply = http.post("/api/submissions", json={"notebook": notebook, "filename": "self_attention.ipynb"})
+        view = wait_done(http, reply.json()["id"])
+        assert (view["score"], view["max_score"], view["written_pending"]) == (8, 8, 2)
+        assert f"(Score: 8 / 8; {pending})" in http.get(view["feedback_url"]).text
+    carl = login(service, "carl")
+    for path in ("/me", view["url"]):
+        text = re.sub(r"<[^>]+>", "", carl.get(path).text)
+        assert f"8 / 8; {pending}" in text, path
+    with client(service.server, service.tokens["prof"]) as prof:
+        table = re.sub(r"<[^>]+>", "", prof.get(f"/instructor?assignment={ASSIGNMENT}").text)
+        assert f"8 / 8; {pending}" in table
 
 
 def test_a_gradebook_the_service_cannot_write_stops_it_with_one_line(tmp_path):

@@ -73,7 +73,7 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         page.evaluate("document.querySelector('#upload button[type=submit]').click(); true")
         wait_for(page, "location.pathname.startsWith('/submissions/') && document.getElementById('score')")
         score = page.evaluate("document.getElementById('score').innerText")
-        assert "8 / 8" in score and "ok" in score
+        assert "8 / 10" in score and "ok" in score  # the written answer left as released: 0 of 2
         assert page.evaluate("document.querySelectorAll('#tests tr').length") > 4
         feedback = page.evaluate("document.getElementById('feedback-link').href")
         page.screenshot(ARTIFACTS / "student-submission.png")
@@ -93,7 +93,7 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         log_in(page, url, service.tokens["prof"])
         wait_for(page, "location.pathname === '/instructor' && document.getElementById('class')")
         table = page.evaluate("document.getElementById('class').innerText")
-        assert "ann" in table and "8 / 8" in table and "bob" in table and "missing" in table
+        assert "ann" in table and "8 / 10" in table and "bob" in table and "missing" in table
         page.screenshot(ARTIFACTS / "instructor.png")
         # the feedback page is served sandboxed: its own scripts are blocked there, by design
         assert not [e for e in page.errors if "favicon" not in e and "/feedback" not in e], page.errors
@@ -124,8 +124,8 @@ def test_submit_from_a_notebook_kernel(service, tmp_path):
     # Jupyter Server tells each kernel its notebook's path in JPY_SESSION_NAME
     printed = run_in_kernel(code, {"JPY_SESSION_NAME": str(notebook), "PYTHONPATH": str(REPO)})
     result = json.loads(printed.split("RESULT ", 1)[1])
-    assert (result["state"], result["score"], result["max_score"]) == ("done", 8, 8)
-    assert "Score: 8 / 8 (ok)" in printed and "Feedback page:" in printed
+    assert (result["state"], result["score"], result["max_score"]) == ("done", 8, 10)
+    assert "Score: 8 / 10 (ok)" in printed and "Feedback page:" in printed
     with client(service.server, service.tokens["bob"]) as http:  # it is bob's, listed as his
         assert [s["id"] for s in http.get("/api/submissions").json()] == [result["id"]]
 

@@ -127,7 +127,7 @@ def test_the_report_opens_offline_with_the_matches_side_by_side(planted, tmp_pat
     assert "copier_of" in result.stdout.splitlines()[0]
     page = out.read_text()
     assert not re.search(r"https?://|<script|<link|@import", page)  # nothing to fetch, nothing that runs
-    first = page.split("<section id='pair-1'>")[1].split("</section>")[0]
+    first = re.search(r"<section id=[\"']pair-1[\"']>(.*?)</section>", page, re.S)[1]
     assert first.count("<pre>") == 2 and "<mark>" in first
     with open(out.with_suffix(".csv"), newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
@@ -156,3 +156,12 @@ def test_results_are_compared_too_and_too_few_students_say_so(planted, tmp_path)
     result = subprocess.run([sys.executable, "-m", "autograder", "similarity", str(planted / "einsum"),
                              "--assignment", ASSIGNMENT, "--out", str(tmp_path / "x.html")], capture_output=True, text=True)
     assert result.returncode == 2 and "nothing to compare" in result.stderr
+
+
+def test_what_students_wrote_is_escaped_and_only_the_matches_are_marked():
+    from autograder.instructor.similarity import MARK_END, MARK_START, Pair, html_report
+
+    code = f"x = '<script>alert(1)</script>'\n{MARK_START}y = x < 2 & True{MARK_END}\n"
+    page = html_report("03-qkv", [Pair("<b>ann</b>", "bo & co", (0.5, 1.0), 12, (code, code))], 2, 1)
+    assert "<script" not in page and "&lt;script&gt;" in page and "<b>ann" not in page and "&lt;b&gt;ann" in page
+    assert page.count("<mark>y = x &lt; 2 &amp; True</mark>") == 2 and "bo &amp; co" in page

@@ -119,3 +119,117 @@ def test_chapter_notebooks_import_only_what_colab_has():
             assert len(setup) == 1 and code.index(setup[0]) == 0, f"{source.name}: no setup cell first"
             for name in local:
                 assert f"'{name}.py'" in setup[0].source and base in setup[0].source, (source.name, name)
+
+
+# -- a page whose notebook fails fails the build, every time until it is fixed ---------------
+TINY_CONFIG = f"""\
+title: tiny
+only_build_toc_files: true
+execute:
+  execute_notebooks: cache
+  timeout: 60
+sphinx:
+  local_extensions:
+    execution_guard: {REPO / "book" / "_ext"}
+"""
+TINY_PAGE = """\
+---
+file_format: mystnb
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+# {title}
+
+```{{code-cell}} ipython3
+import os
+print("first cell")
+```
+
+```{{code-cell}} ipython3
+value = int(os.environ.get("TINY_VALUE", "x"))  # fails until TINY_VALUE is a number
+```
+"""
+
+
+def _build_tiny(book: Path, value: str | None):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TINY_VALUE"}
+    env.update({"TINY_VALUE": value} if value else {})
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    return subprocess.run([str(jupyter_book), "build", str(book), "--warningiserror", "--keep-going"],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_a_failing_page_fails_every_build_until_it_is_fixed(tmp_path):
+    (tmp_path / "_config.yml").write_text(TINY_CONFIG)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: broken\n")
+    (tmp_path / "intro.md").write_text("# Intro\n\nNo code.\n")
+    (tmp_path / "broken.md").write_text(TINY_PAGE.format(title="Broken"))
+    html = tmp_path / "_build" / "html"
+    for attempt in ("first build", "the same build again"):
+        build = _build_tiny(tmp_path, None)
+        log = build.stdout + build.stderr
+        assert build.returncode != 0, f"{attempt}: {log[-3000:]}"
+        assert "broken.md, the code cell at line 15" in log and "ValueError" in log, f"{attempt}: {log[-3000:]}"
+        assert not (html / "reports").exists(), f"{attempt}: tracebacks published with the site"
+        assert (tmp_path / "_build" / "execution-reports" / "broken.err.log").is_file()
+    fixed = _build_tiny(tmp_path, "3")  # the cause fixed outside the page: the page runs again, and passes
+    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-3000:]
+    assert "first cell" in (html / "broken.html").read_text()
+    assert not (tmp_path / "_build" / "execution-reports").exists()  # no stale traceback left
+
+
+# -- every chapter notebook runs as in Colab: an empty folder, and what its setup cell fetches --
+@pytest.mark.parametrize("chapter", [p.stem for p in chapter_notebooks().chapters()])
+def test_a_chapter_notebook_runs_in_an_empty_folder_with_what_its_setup_cell_fetches(chapter, tmp_path):
+    """The committed notebook, alone in an empty folder, run top to bottom in a fresh kernel; its
+    setup cell's downloads come from this clone's book/ (a file:// address in place of GitHub's):
+    it must fetch every module and data file the chapter needs, and nothing else is there."""
+    import nbclient
+
+    extension = chapter_notebooks()
+    nb = nbformat.read(REPO / "book" / f"{chapter}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if "colab-setup" in cell.metadata.get("tags", []):
+            assert extension.raw_base() in cell.source
+            cell.source = cell.source.replace(extension.raw_base(), (REPO / "book").as_uri() + "/")
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    try:
+        client.execute()
+    except nbclient.exceptions.CellExecutionError as error:
+        pytest.fail(f"{chapter}.ipynb in an empty folder: {str(error)[-2000:]}")
+    fetched = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert fetched <= {p.relative_to(REPO / "book").as_posix() for p in (REPO / "book").rglob("*")}, fetched
+
+
+# -- the student distribution's Makefile -----------------------------------------------------
+def _student_make(tmp_path, *args: str) -> str:
+    import shutil
+    import subprocess
+
+    student = REPO / "autograder" / "instructor" / "student"
+    shutil.copy(student / "Makefile", tmp_path / "Makefile")
+    for name in ("requirements.txt", "pyproject.toml"):
+        shutil.copy(student / name, tmp_path / name)
+    (tmp_path / "tools").mkdir(exist_ok=True)
+    for name in ("venv.mk", "system-packages.sh", "web_assets.py"):
+        shutil.copy(REPO / "tools" / name, tmp_path / "tools" / name)
+    done = subprocess.run(["make", "-n", *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})  # -n: print the commands, run none
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_lab_installs_pytorchs_cpu_build_and_needs_no_npm(tmp_path):
+    lab = _student_make(tmp_path, "lab")
+    assert "--index-url https://download.pytorch.org/whl/cpu" in lab and "jupyter lab exercises/" in lab
+    assert "npm" not in lab and "web_assets" not in lab and "system-packages" not in lab, lab
+    gpu = _student_make(tmp_path, "lab", "TORCH_INDEX=")
+    assert "--index-url" not in gpu and '"torch"' in gpu
+    site = _student_make(tmp_path, "site")
+    assert "system-packages.sh npm:npm" in site and "web_assets.py" in site  # the book needs them

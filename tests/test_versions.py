@@ -30,7 +30,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements.txt"
-PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "bleach", "torch"]
+PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "nh3", "torch"]
 
 # (class, method, the parameters the grader passes or receives, in order, whether it is async)
 OVERRIDDEN = [

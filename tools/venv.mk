@@ -1,22 +1,25 @@
 # The course's virtual environment, for the repository's Makefile and the student distribution's
 # (`python -m autograder publish` copies this file). The Makefile that includes it sets PYTHON,
-# VENV, TORCH and SYSTEM_PACKAGES first, and makes its own targets depend on `setup`.
+# VENV, TORCH (and TORCH_INDEX: the index PyTorch is fetched from, none for pip's own) and
+# SYSTEM_PACKAGES first, and makes its own targets depend on `setup` (everything, the web assets
+# included) or `python-env` (the Python packages only: no npm).
 BIN = $(VENV)/bin
 UV_PIP = $(BIN)/uv pip install --quiet --python $(BIN)/python
 # MathJax, RequireJS and the ipywidgets manager, served by the site itself (no CDN): installed
 # into the venv, copied into _build/html/_static by book/_ext/offline_assets.py; needs npm once.
 WEB_ASSETS = $(VENV)/share/course-web-assets/.installed
 
-.PHONY: setup system-packages
+.PHONY: setup python-env system-packages
 
 setup: system-packages $(VENV)/.installed $(WEB_ASSETS)
+python-env: $(VENV)/.installed
 
 # One a line in SYSTEM_PACKAGES: PACKAGE, or COMMAND:PACKAGE to accept COMMAND on PATH from
 # anywhere; installed as root with apt-get (as in CI), elsewhere only named (tools/system-packages.sh).
 system-packages:
 	@sh tools/system-packages.sh $(SYSTEM_PACKAGES)
 
-$(VENV)/.installed: requirements.txt pyproject.toml | system-packages
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip uv
 	# PyTorch found by pip, which reads this machine's pip configuration (where it may keep a build
@@ -24,7 +27,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml | system-packages
 	# against pip's 31 s on 2 cores), keeping that PyTorch. Compiled, as pip would: the graders run
 	# without writing bytecode.
 	rm -rf $(VENV)/torch-wheel
-	$(BIN)/python -m pip download --quiet --no-deps --dest $(VENV)/torch-wheel "$(TORCH)"
+	$(BIN)/python -m pip download --quiet --no-deps --dest $(VENV)/torch-wheel \
+		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(UV_PIP) --compile-bytecode $(VENV)/torch-wheel/*.whl
 	rm -rf $(VENV)/torch-wheel
 	$(UV_PIP) --compile-bytecode -r requirements.txt

@@ -11,6 +11,11 @@ environment: `.venv/share/course-web-assets`, never committed).
 
     python tools/web_assets.py            # install (what `make setup` runs)
     python tools/web_assets.py --check    # exit 1 unless the pinned versions are installed
+    python tools/web_assets.py --tests    # the tests' scripts instead (`make test`): axe-core
+
+The tests' scripts (TEST_PACKAGES: axe-core, the accessibility checker the browser tests run
+on every page, classroom/axe.py) go into a folder of their own, beside ASSETS_DIR
+(`.venv/share/course-test-assets`), so that they never reach the site.
 
 Needs `npm` (Node.js) once; later runs use npm's local cache.
 """
@@ -64,6 +69,18 @@ PACKAGES: dict[str, dict] = {
     },
 }
 
+# What the tests run in the browser, never served by the site.
+TEST_PACKAGES: dict[str, dict] = {
+    "axe-core": {
+        "version": "4.14.1",
+        "integrity": "sha512-FHfa+lmNjQZfJz1q8wKqIDwC6DExcHt/pkjNQb09a3NPjCKg2rhu5qb2S4r76ASyFNNtuFooJpZe37OgudVGtQ==",
+        "dest": "axe-core",
+        "keep": ["axe.min.js", "LICENSE", "package.json"],
+        "drop": [],
+        "strip": "",
+    },
+}
+
 STAMP = ".installed"
 
 
@@ -72,13 +89,18 @@ def default_dir() -> Path:
     return Path(os.environ.get("COURSE_WEB_ASSETS") or Path(sys.prefix) / "share" / "course-web-assets")
 
 
-def stamp_text() -> str:
-    return json.dumps({name: spec["version"] for name, spec in PACKAGES.items()}, sort_keys=True) + "\n"
+def tests_dir() -> Path:
+    """Where the tests look for TEST_PACKAGES: <prefix of this Python>/share/course-test-assets."""
+    return Path(sys.prefix) / "share" / "course-test-assets"
 
 
-def is_installed(target: Path) -> bool:
+def stamp_text(packages: dict[str, dict] = PACKAGES) -> str:
+    return json.dumps({name: spec["version"] for name, spec in packages.items()}, sort_keys=True) + "\n"
+
+
+def is_installed(target: Path, packages: dict[str, dict] = PACKAGES) -> bool:
     stamp = target / STAMP
-    return stamp.is_file() and stamp.read_text() == stamp_text()
+    return stamp.is_file() and stamp.read_text() == stamp_text(packages)
 
 
 def _selected(path: PurePosixPath, spec: dict) -> bool:
@@ -105,12 +127,12 @@ def _npm_pack(name: str, spec: dict, workdir: Path) -> Path:
     return tarball
 
 
-def install(target: Path) -> None:
+def install(target: Path, packages: dict[str, dict] = PACKAGES) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".web-assets-", dir=target.parent))
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for name, spec in PACKAGES.items():
+            for name, spec in packages.items():
                 tarball = _npm_pack(name, spec, Path(tmp))
                 kept = 0
                 with tarfile.open(tarball) as tar:
@@ -128,7 +150,7 @@ def install(target: Path) -> None:
                         kept += 1
                 if not kept:
                     sys.exit(f"web_assets: nothing selected from {tarball.name}")
-        (staging / STAMP).write_text(stamp_text())
+        (staging / STAMP).write_text(stamp_text(packages))
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
@@ -141,17 +163,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="install here (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="only check that the pinned versions are installed")
     parser.add_argument("--force", action="store_true", help="reinstall even if up to date")
+    parser.add_argument("--tests", action="store_true", help="the tests' scripts (axe-core), not the site's")
     args = parser.parse_args(argv)
-    target = (args.dir or default_dir()).resolve()
+    packages = TEST_PACKAGES if args.tests else PACKAGES
+    target = (args.dir or (tests_dir() if args.tests else default_dir())).resolve()
+    what = "test assets" if args.tests else "web assets"
     if args.check:
-        ok = is_installed(target)
-        print(f"web assets {'up to date' if ok else 'missing or outdated'} in {target}")
+        ok = is_installed(target, packages)
+        print(f"{what} {'up to date' if ok else 'missing or outdated'} in {target}")
         return 0 if ok else 1
-    if is_installed(target) and not args.force:
-        print(f"web assets up to date in {target}")
+    if is_installed(target, packages) and not args.force:
+        print(f"{what} up to date in {target}")
         return 0
-    install(target)
-    print(f"web assets installed in {target}: " + ", ".join(f"{n}@{s['version']}" for n, s in PACKAGES.items()))
+    install(target, packages)
+    print(f"{what} installed in {target}: " + ", ".join(f"{n}@{s['version']}" for n, s in packages.items()))
     return 0
 
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ..core import as_dtype
 from ..registry import Inputs, Spec
-from .hints import unambiguous
+from .hints import split_error
 from .judging import Answer, Mistake
 
 Tensor = torch.Tensor
@@ -23,36 +23,82 @@ NEG_INF = float("-inf")
 # online_softmax
 
 
+def _flags(bug: str | None) -> set[str]:
+    """A known mistake's switches: "a+b" is the two together (e.g. a bug and the tiles it skips)."""
+    return set(bug.split("+")) if bug else set()
+
+
+def _running_max(m: Tensor, block_max: Tensor, bugs: set[str]) -> Tensor:
+    """The new running maximum: of the old one and the block's, or (a known mistake) the block's alone."""
+    return block_max if "block max" in bugs else torch.maximum(m, block_max)
+
+
+def _rescale(m: Tensor, m_new: Tensor, bugs: set[str]) -> Tensor | float:
+    """exp(m_old - m_new), what the running sums are multiplied by when the maximum moves, or a
+    known mistake's factor: the inverse. With "first block apart" the first block sets the sums and
+    the maximum (a student's m = first.max() before the loop): no -inf to rescale from, so an
+    inverse shows as wrong values rather than NaN, and a maximum never updated is the first one."""
+    if "no shift" in bugs:
+        return 1.0
+    factor = torch.exp(m_new - m) if "rescale inverted" in bugs else torch.exp(m - m_new)
+    return torch.where(torch.isinf(m), 0.0, factor) if "first block apart" in bugs else factor
+
+
+def _keeps_max(m: Tensor, bugs: set[str]) -> bool:
+    """Whether the running maximum is updated after a block (m: before it)."""
+    return "max not updated" not in bugs or ("first block apart" in bugs and bool(torch.isinf(m).all()))
+
+
 def streamed_softmax(x: Tensor, block_size: int, bug: str | None = None) -> Tensor:
     """softmax over the last dim from a running maximum and a running sum, block by block, or the
     same with one known bug."""
+    bugs = _flags(bug)
     N = x.shape[-1]
     m = torch.full_like(x[..., :1], NEG_INF)  # (..., 1): the running maximum
     l = torch.zeros_like(x[..., :1])  # (..., 1): the running sum of exp(x - m)
-    last = N - block_size + 1 if bug == "last block skipped" else N
+    last = N - block_size + 1 if "last block skipped" in bugs else N
     for start in range(0, last, block_size):
         block = x[..., start:start + block_size]
-        m_new = torch.maximum(m, block.amax(-1, keepdim=True))
-        rescale = 1.0 if bug == "sum not rescaled" else torch.exp(m - m_new)
-        l = l * rescale + torch.exp(block - m_new).sum(-1, keepdim=True)
-        if bug != "max not updated":
+        m_new = _running_max(m, block.amax(-1, keepdim=True), bugs)
+        rescale = 1.0 if "sum not rescaled" in bugs else _rescale(m, m_new, bugs)
+        shift = 0.0 if "no shift" in bugs else m_new
+        l = l * rescale + torch.exp(block - shift).sum(-1, keepdim=True)
+        if _keeps_max(m, bugs):
             m = m_new
-    return torch.exp(x - m) / l
+    return torch.exp(x - (0.0 if "no shift" in bugs else m)) / l
 
 
 def _softmax_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
     return dict(output=torch.softmax(x.args["x"], dim=-1))
 
 
+# the running maximum's mistakes: their hints say what they do to the values, which at ordinary
+# magnitudes may be nothing (the shift cancels out) and at large ones NaN or inf
+BLOCK_MAX = ("Your running maximum is replaced by each block's maximum (m = block.max()) instead of "
+             "m_new = maximum(m, block.max()): the shift cancels out while exp stays finite, but once a later "
+             "block's maximum is far below an earlier one, exp(m_old - m_new) and exp(x - m) overflow. Keep the "
+             "largest value seen so far.")
+NO_SHIFT = ("You never subtract the maximum: exp(x) overflows to inf once an entry passes about 88 in float32 "
+            "(11 in float16), and inf / inf is NaN. Keep a running maximum m and sum exp(x - m), rescaling the "
+            "sum by exp(m_old - m_new) when m grows.")
+RESCALE_INVERTED = ("Your rescale factor is inverted: when the maximum grows from m_old to m_new, the terms summed "
+                    "so far are multiplied by exp(m_old - m_new) (at most 1), not exp(m_new - m_old). (With m_old "
+                    "= -inf at the start, the inverse is exp(inf) = inf, and 0 · inf = NaN.)")
+MAX_NOT_UPDATED = ("Your running maximum is never updated: after each block set m = m_new (the maximum of m and "
+                   "the block's maximum), or the sums are rescaled from a stale m and the final exp(x - m) uses it.")
 SOFTMAX_BUGS = {
     "sum not rescaled": "Your running sum is not rescaled when the maximum changes: the terms summed so far are "
                         "exp(x - m_old); before adding a block's terms, multiply the sum by exp(m_old - m_new), "
                         "so that every term is relative to the same, new maximum.",
-    "max not updated": "Your running maximum is never updated: after each block set m = m_new (the maximum of "
-                       "m and the block's maximum), or the final exp(x - m) uses a stale m.",
+    "max not updated": MAX_NOT_UPDATED,
+    "max not updated+first block apart": MAX_NOT_UPDATED,
     "last block skipped": "The last, partial block is left out of your running statistics: range(0, N - "
                           "block_size + 1, block_size) or N // block_size blocks stop before it; step through "
                           "range(0, N, block_size) (the last slice is simply shorter).",
+    "block max": BLOCK_MAX,
+    "no shift": NO_SHIFT,
+    "rescale inverted": RESCALE_INVERTED,
+    "rescale inverted+first block apart": RESCALE_INVERTED,
 }
 
 
@@ -65,7 +111,7 @@ def _softmax_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found["per block"] = Mistake("Each of your blocks sums to 1 on its own: the maximum and the sum must run over "
                                  "the whole row, and the division by the final sum comes after the last block.",
                                  dict(output=per_block))
-    return unambiguous(found)  # one block (block_size >= N): several bugs give the same output
+    return found  # one block (block_size >= N): several bugs give the same output, and the judge names each
 
 
 def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -80,13 +126,28 @@ def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
 # flash_attention
 
 
+def _causal_allowed(rows: Tensor, cols: Tensor, i: int, j: int, L: int, S: int, block_size: int,
+                    bugs: set[str]) -> Tensor:
+    """Which scores of the tile at (query block i, key block j) a causal mask keeps (rows, cols: the
+    positions), or what a known mistake keeps."""
+    if "block causal" in bugs:
+        return cols // block_size <= rows // block_size
+    if "bottom right" in bugs:  # the last query sees the last key (the convention of a cache), not key i
+        return cols <= rows + S - L
+    if "tile indices" in bugs:  # positions counted from each tile's start, not the sequence's
+        return cols - j <= rows - i
+    return cols <= rows
+
+
 def tiled_attention(q: Tensor, k: Tensor, v: Tensor, block_size: int, causal: bool, bug: str | None = None) -> Tensor:
     """Attention block by block (FlashAttention's forward pass), or the same with one known bug."""
+    bugs = _flags(bug)
     L, S, E = q.shape[-2], k.shape[-2], q.shape[-1]
-    scale = 1.0 if bug == "no scale" else 1 / math.sqrt(E)
+    scale = 1.0 if "no scale" in bugs else 1 / math.sqrt(E)
+    masked = 0.0 if "filled with 0" in bugs else NEG_INF
     out = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)  # (..., L, Ev)
-    last_q = L - block_size + 1 if bug == "last query block skipped" else L
-    last_k = S - block_size + 1 if bug == "last key block skipped" else S
+    last_q = L - block_size + 1 if "last query block skipped" in bugs else L
+    last_k = S - block_size + 1 if "last key block skipped" in bugs else S
     for i in range(0, last_q, block_size):
         q_block = q[..., i:i + block_size, :]  # (..., b, E)
         rows = torch.arange(i, i + q_block.shape[-2])[:, None]  # positions of the queries
@@ -94,41 +155,70 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, block_size: int, causal: bo
         l = torch.zeros_like(m)
         acc = torch.zeros(*q_block.shape[:-1], v.shape[-1], dtype=q.dtype)
         for j in range(0, last_k, block_size):
+            if causal and ("diagonal skipped" in bugs and j >= i or "later tiles skipped" in bugs and j > rows.max()):
+                break  # the tiles a student's loop leaves out: from the diagonal on, or after the last query
             k_block, v_block = k[..., j:j + block_size, :], v[..., j:j + block_size, :]
             scores = q_block @ k_block.transpose(-2, -1) * scale  # (..., b, b)
             cols = torch.arange(j, j + k_block.shape[-2])[None, :]
-            if causal and bug == "block causal":
-                scores = scores.masked_fill(cols // block_size > rows // block_size, NEG_INF)
-            elif causal and bug != "causal ignored":
-                scores = scores.masked_fill(cols > rows, NEG_INF)
-            m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
-            p = torch.exp(scores - m_new)
-            alpha = torch.exp(m - m_new)
-            l = (l if bug == "sum not rescaled" else l * alpha) + p.sum(-1, keepdim=True)
-            acc = (acc if bug == "output not rescaled" else acc * alpha) + p @ v_block
-            if bug != "max not updated":
+            if causal and "causal ignored" not in bugs:
+                scores = scores.masked_fill(~_causal_allowed(rows, cols, i, j, L, S, block_size, bugs), masked)
+            m_new = _running_max(m, scores.amax(-1, keepdim=True), bugs)
+            p = torch.exp(scores - (0.0 if "no shift" in bugs else m_new))
+            alpha = _rescale(m, m_new, bugs)
+            l = (l if "sum not rescaled" in bugs else l * alpha) + p.sum(-1, keepdim=True)
+            acc = (acc if "output not rescaled" in bugs else acc * alpha) + p @ v_block
+            if _keeps_max(m, bugs):
                 m = m_new
         out[..., i:i + block_size, :] = acc / l
     return out
 
 
+FLASH_MAX_NOT_UPDATED = ("Your running maximum is never updated (m = m_new is missing): from m = -inf each key block "
+                         "then rescales what came before by exp(-inf) = 0, and only the last key block counts; from "
+                         "a first block's maximum, the sums are rescaled from a stale m.")
 FLASH_BUGS = {
     "sum not rescaled": "Your running sum is not rescaled when the maximum changes: multiply it by "
                         "exp(m_old - m_new) before adding the new block's row sums.",
     "output not rescaled": "Your running output (the weighted sum of values) is not rescaled when the maximum "
                            "changes: multiply it by exp(m_old - m_new) before adding the new block's p @ v, as "
                            "you do for the running sum.",
-    "max not updated": "Your running maximum is never updated (m = m_new is missing): each key block then "
-                       "rescales what came before by exp(-inf) = 0, and only the last key block counts.",
+    "max not updated": FLASH_MAX_NOT_UPDATED,
+    "max not updated+first block apart": FLASH_MAX_NOT_UPDATED,
+    "block max": BLOCK_MAX,
+    "block max+later tiles skipped": BLOCK_MAX,
+    "no shift": NO_SHIFT,
+    "rescale inverted": RESCALE_INVERTED,
+    "rescale inverted+first block apart": RESCALE_INVERTED,
     "last key block skipped": "The last, partial block of keys is skipped: step through range(0, S, block_size); "
                               "the last slice k[..., j:j + block_size, :] is simply shorter.",
     "last query block skipped": "The last, partial block of queries is skipped (its rows stay 0): step through "
                                 "range(0, L, block_size).",
+    "no scale": "Your scores are not scaled: multiply q @ k^T by 1 / sqrt(E) (E = q.shape[-1]).",
+}
+TILE_INDICES = ("Your causal mask counts positions from each tile's start (the tile-local row > column), so every "
+                "tile gets the same triangle: tiles below the diagonal lose keys they may see, tiles above it keep "
+                "keys after the query. Compare the positions in the sequence: query i0 + row, key j0 + column.")
+BOTTOM_RIGHT = ("Your causal mask aligns the last query with the last key (key j allowed up to i + S - L, as with a "
+                "cache): this exercise follows F.scaled_dot_product_attention(is_causal=True), where query i sees "
+                "keys 0 .. i whatever S is (top-left alignment). The two agree only when L == S.")
+FILLED_WITH_0 = ("Your masked scores are 0, not -inf: a score of 0 still gets the weight exp(0 - m) in the softmax, "
+                 "so the query sees keys after it. Fill masked scores with float('-inf') (every row keeps at least "
+                 "key 0, so no row is all -inf).")
+CAUSAL_BUGS = {  # only for causal cases
     "block causal": "Your causal mask compares block indices, not positions: inside the diagonal block a query "
                     "still sees the keys after it. Mask key position j > query position i, with positions "
                     "counted from each block's start (i0 + row, j0 + column).",
     "causal ignored": "Your output ignores causal=True: mask the scores of keys after each query's position.",
-    "no scale": "Your scores are not scaled: multiply q @ k^T by 1 / sqrt(E) (E = q.shape[-1]).",
+    "bottom right": BOTTOM_RIGHT,
+    "tile indices": TILE_INDICES,
+    "tile indices+later tiles skipped": TILE_INDICES,
+    "diagonal skipped": "Your loop skips the tile on the diagonal (key block j0 == query block i0): its keys up to "
+                        "each query's own position count, the query itself included. Skip only the tiles whose "
+                        "first key comes after the block's last query (j0 > i0 + rows - 1), and mask inside the "
+                        "others. (The first query block sees no key at all without it: 0 / 0 = NaN.)",
+    "bottom right+later tiles skipped": BOTTOM_RIGHT,
+    "filled with 0": FILLED_WITH_0,
+    "filled with 0+later tiles skipped": FILLED_WITH_0,
 }
 
 
@@ -142,8 +232,10 @@ def _flash_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     causal = x.kwargs["causal"]
     dtype = as_dtype(spec["dtype"])
     q, k, v = (t.to(dtype) for t in (q, k, v))  # overflows as for the student
-    return unambiguous({bug: Mistake(hint, dict(output=tiled_attention(q, k, v, b, causal, bug).double()))
-                        for bug, hint in FLASH_BUGS.items() if causal or bug not in ("block causal", "causal ignored")})
+    bugs = {**FLASH_BUGS, **(CAUSAL_BUGS if causal else {})}
+    # where several give the same output (one block, L == S), the judge names each
+    return {bug: Mistake(hint, dict(output=tiled_attention(q, k, v, b, causal, bug).double()))
+            for bug, hint in bugs.items()}
 
 
 def _flash_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -199,6 +291,41 @@ CACHE_BUGS = {
     "counts updates": "len(cache) counts the calls of update, not the positions cached: return the size of the "
                       "positions axis, self.keys.shape[-2] (0 while empty).",
 }
+
+
+def _cache_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
+    """What a KVCache that raised got wrong, read off PyTorch's or Python's message (the check calls
+    KVCache(), len(cache) before any update and after each, and k_all, v_all = cache.update(k, v))."""
+    first, line = split_error(error)
+    found = re.search(r"Sizes of tensors must match except in dimension (-?\d+)", first)
+    if found:  # the cache's own torch.cat, or the check's of what update returned (along the positions)
+        where = f" (dim {found[1]})" if found[1] not in ("2", "-2") else ""
+        return [f"Your cache grows along another axis than the positions{where}: torch.cat needs the other axes, "
+                "the positions among them, to be equal, and they are not once an update brings another number of "
+                "positions. Concatenate along the positions axis, dim=2 (or -2) of (B, heads, positions, "
+                "head_dim)."]
+    if re.search(r"expected Tensor as element \d+ in argument \d+, but got NoneType", first):
+        return ["Your first update concatenates onto the empty cache's None: there is nothing to concatenate to "
+                "yet; store k and v as they are when the cache is empty (if self.keys is None: ...), and "
+                "concatenate from the second update on."]
+    if "NoneType" in first and ("len" in line or "shape" in line or "size" in line or "has no len" in first
+                                or "attribute 'shape'" in first or "attribute 'size'" in first):
+        return ["len(cache) is 0 while the cache is empty (the check asks before the first update): return 0 "
+                "when self.keys is None, and self.keys.shape[-2] after."]
+    if re.search(r"cannot unpack non-iterable NoneType|cannot unpack non-iterable", first):
+        return ["update must return the cached keys and values, everything so far with the new positions last: "
+                "return self.keys, self.values (the caller writes k_all, v_all = cache.update(k, v))."]
+    if re.search(r"cannot be interpreted as an integer|__len__\(\) should return", first):
+        return ["__len__ must return a plain int, the number of positions cached: self.keys.shape[-2] (a Python "
+                "int), 0 while empty; not a tensor, a float or the whole shape."]
+    if re.search(r"__init__\(\) missing|takes \d+ positional argument", first) and "__init__" in first:
+        return ["KVCache() takes no arguments: the check (and a model) creates it empty, KVCache(), and it grows "
+                "with each update."]
+    if re.search(r"expanded size of the tensor|out of bounds|must match the existing size", first):
+        return ["Your cache has room for a fixed number of positions, and more positions come than it holds: grow "
+                "it with each update (torch.cat([self.keys, k], dim=-2)), since the number of positions a model "
+                "will generate is not known in advance."]
+    return []
 
 
 def _cache_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
@@ -333,7 +460,7 @@ def _decoding_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         else:
             run["output"] = None
         found[bug] = Mistake(hint, run)
-    return unambiguous(found)  # one chunk: several masks give the same output
+    return found  # one chunk: several masks give the same output, and the judge names each
 
 
 def _decoding_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -347,7 +474,7 @@ def _decoding_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
 ANSWERS = {
     "online_softmax": Answer(_softmax_reference, _softmax_mistakes, crash=_softmax_crash),
     "flash_attention": Answer(_flash_reference, _flash_mistakes, crash=_flash_crash),
-    "KVCache": Answer(lambda x, spec: _cache_answers(x, spec), _cache_mistakes),
+    "KVCache": Answer(lambda x, spec: _cache_answers(x, spec), _cache_mistakes, crash=_cache_crash),
     "GroupedQueryAttention": Answer(_gqa_reference, _gqa_mistakes),
     "cached_decoding": Answer(_decoding_reference, _decoding_mistakes, crash=_decoding_crash),
 }

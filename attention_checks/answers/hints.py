@@ -286,18 +286,3 @@ def mask_contract_hints(error: str, named: Mapping[str, Any], optional: Sequence
         hints.append(f"key_padding_mask (B, S) marks keys, the last axis of the scores: view it as {key_view}, "
                      "so that it broadcasts over the queries (and the heads).")
     return hints
-
-
-def unambiguous(found: Mapping[str, Any]) -> dict[str, Any]:
-    """The mistakes (name -> Mistake) whose outputs no other mistake gives as well: where two
-    misconceptions give the same result (a one-token mask, a small count), a hint must not guess."""
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                    and torch.equal(a.to(torch.float64), b.to(torch.float64)))
-        return type(a) is type(b) and a == b
-
-    def twins(m: Any, n: Any) -> bool:
-        return m.outputs.keys() == n.outputs.keys() and all(same(m.outputs[k], n.outputs[k]) for k in m.outputs)
-
-    return {name: m for name, m in found.items() if not any(twins(m, n) for other, n in found.items() if other != name)}

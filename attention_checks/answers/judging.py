@@ -25,6 +25,7 @@ from ..core import (DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckF
                     quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
 from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
+from .torch_messages import pytorch_message
 
 if TYPE_CHECKING:
     from ..registry import Check, Inputs, Spec
@@ -108,6 +109,9 @@ class Answer:
     # hints for a case whose code raised, from its error text ("raised Type: message\n at: line"),
     # before the generic ones of answers.hints
     crash: Callable[["Inputs", "Spec", str], list[str]] | None = None
+    # what outputs of the right shape, dtype and device earn when their values are wrong (0: a right
+    # structure is no achievement, as for tokens any random source draws)
+    structure_share: float = STRUCTURE_SHARE
 
 
 def answer_for(check: "Check") -> Answer:
@@ -221,9 +225,8 @@ class Verdict:
     line: str  # e.g. "shape (2, 5, 4) ok; values differ: max abs error 0.31 (allowed 0.005 + 0.005·|expected|)"
     details: list[str] = field(default_factory=list)  # lines under it (token ids side by side)
 
-    @property
-    def fraction(self) -> float:
-        return STRUCTURE_SHARE * self.structure_ok + (1 - STRUCTURE_SHARE) * self.values_ok
+    def fraction(self, structure_share: float = STRUCTURE_SHARE) -> float:
+        return structure_share * self.structure_ok + (1 - structure_share) * self.values_ok
 
 
 def _as_float64(got: Any) -> torch.Tensor | None:
@@ -287,10 +290,11 @@ def _short(value: Any) -> str:
 class Quoting:
     """As it is: in the student's own notebook, and in the grader before any hidden test ran."""
 
-    tokens = True  # the student's token ids, beside the expected ones
+    tokens = True  # the student's token ids named in a pattern's words
 
-    def error(self, first: str) -> str:
-        """The first line of what a case raised ("raised Type: message")."""
+    def error(self, first: str, line: str = "", sizes: frozenset[int] = frozenset()) -> str:
+        """The first line of what a case raised ("raised Type: message"; `line`: the student's line
+        it raised at, "" if none)."""
         return first
 
     def line(self, line: str) -> str:
@@ -327,7 +331,8 @@ class Sealed(Quoting):
     lines (`own_lines`), types of Python's own, sizes and counts when they are the case's own
     numbers (its inputs' and outputs' sizes, its spec's integers, 0 to 9; else "?"), other numbers
     (how far values are off, a returned number, a number a hint reads off an error) to two
-    significant digits, and no token ids. What a case's report says is then a pick among a few."""
+    significant digits, and token ids as sizes (pattern words name none). What a case's report says
+    is then a pick among a few."""
 
     tokens = False
     NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")
@@ -335,11 +340,16 @@ class Sealed(Quoting):
     def __init__(self, own_lines: Iterable[str]):
         self.own_lines = frozenset(line.strip() for line in own_lines if line.strip())
 
-    def error(self, first: str) -> str:
+    def error(self, first: str, line: str = "", sizes: frozenset[int] = frozenset()) -> str:
         if first == NOT_IMPLEMENTED:
             return first
-        name = re.match(r"raised ([A-Za-z_]\w*)", first)
-        return f"raised {name[1]}" if name and name[1] in known_exceptions() else "raised an exception"
+        name = re.match(r"raised ([A-Za-z_]\w*)(?:: (.*))?", first)
+        if not name or name[1] not in known_exceptions():
+            return "raised an exception"
+        # PyTorch's own words, where PyTorch raised them (not a raise of the student's line)
+        said = None if line.lstrip().startswith("raise") or name[2] is None else \
+            pytorch_message(name[2], lambda n: self.size(n, sizes))
+        return f"raised {name[1]}" + (f": {said}" if said else "")
 
     def line(self, line: str) -> str:
         return line if line.strip() in self.own_lines else ""
@@ -432,16 +442,17 @@ def token_pattern(got: torch.Tensor, expected: torch.Tensor, quoting: Quoting = 
         if n and _equal(g, e[:, short:]):
             return f"the first {short} expected token{'s' * (short > 1)} missing, the rest right"
         return None
-    if k > 1 and _equal(g[:, :-1], e[:, 1:]):
-        return "every token sits one position to the left of where it belongs (shifted left by one)"
-    if k > 1 and _equal(g[:, 1:], e[:, :-1]):
-        first = "" if _equal(g[:, 0], e[:, 0]) else f", and position 0 holds {listed(g[:, 0])}, not {_listed(e[:, 0])}"
-        return f"every token sits one position to the right of where it belongs (shifted right by one){first}"
+    # one wrong position first: in a run of equal tokens it also reads as a shift, which it is not
     wrong = (g != e).any(0)
     if k > 1 and wrong.tolist() == [True] + [False] * (k - 1):
         return f"only position 0 differs: {listed(g[:, 0])} where {_listed(e[:, 0])} is expected"
     if k > 1 and wrong.tolist() == [False] * (k - 1) + [True]:
         return f"only the last position differs: {listed(g[:, -1])} where {_listed(e[:, -1])} is expected"
+    if k > 1 and _equal(g[:, :-1], e[:, 1:]):
+        return "every token sits one position to the left of where it belongs (shifted left by one)"
+    if k > 1 and _equal(g[:, 1:], e[:, :-1]):
+        first = "" if _equal(g[:, 0], e[:, 0]) else f", and position 0 holds {listed(g[:, 0])}, not {_listed(e[:, 0])}"
+        return f"every token sits one position to the right of where it belongs (shifted right by one){first}"
     return None
 
 
@@ -452,17 +463,18 @@ def _listed(column: torch.Tensor) -> str:
 
 
 def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2, quoting: Quoting = AS_IS,
-                sizes: frozenset[int] = frozenset()) -> tuple[str, list[str]]:
+                sizes: frozenset[int] = frozenset(), width: int = 20, blocks: int = 2) -> tuple[str, list[str]]:
     """A report on token ids (..., T) that differ from the expected ones: a summary ("tokens differ at
     4 of 10 positions: <pattern>") and, for the first `rows` sequences that differ, the expected and
-    the student's tokens side by side with a ^ under each position that differs:
+    the student's tokens aligned, a ^ under each position that differs, `width` positions a block
+    (the first `blocks` blocks where they differ, each labelled with its first position):
 
         sequence 0  expected   1   4   7   3
                     got        4   7   3   1
                                ^   ^   ^   ^
 
-    Without the student's row where `quoting` shows no tokens (`sizes`: the case's own numbers).
-    """
+    The student's tokens quoted as `quoting` quotes sizes (`Sealed`: those that are not the case's
+    own numbers, `sizes`, as "?")."""
     g, e = _rows(got), _rows(expected)
     pattern = token_pattern(got, expected, quoting)
     if g.shape[0] != e.shape[0]:
@@ -475,16 +487,24 @@ def token_lines(got: torch.Tensor, expected: torch.Tensor, rows: int = 2, quotin
     summary = f"tokens differ at {int(wrong.sum())} of {wrong.numel()} positions" if n == k else \
         f"{quoting.size(n, sizes)} tokens per sequence, expected {k}"
     summary += f": {pattern}" if pattern else ""
-    width = max(len(str(v)) for v in [*(g.flatten().tolist() if quoting.tokens else []), *e.flatten().tolist(), 0])
-    cells = lambda values: " ".join(f"{v:>{width}}" for v in values.tolist())  # noqa: E731
-    details: list[str] = []
+    quoted = lambda values: [quoting.size(v, sizes) if v >= 0 else str(v) for v in values.tolist()]  # noqa: E731
     shown = [i for i in range(g.shape[0]) if wrong[i].any()]
-    for i in shown[:rows]:
+    cells = {i: (list(map(str, e[i].tolist())), quoted(g[i])) for i in shown[:rows]}
+    wide = max([len(c) for ex, gt in cells.values() for c in ex + gt] + [1])
+    line = lambda values, start: " ".join(f"{v:>{wide}}" for v in values[start:start + width]).rstrip()  # noqa: E731
+    details: list[str] = []
+    for i, (ex, gt) in cells.items():
         label = f"sequence {i}"
-        details += [f"{label}  expected  {cells(e[i])}"]
-        details += [f"{'':{len(label)}}  got       {cells(g[i])}"] if quoting.tokens else []
-        details += [f"{'':{len(label)}}            " + " ".join(f"{'^' if w else '':>{width}}"
-                                                              for w in wrong[i].tolist()).rstrip()]
+        marks = ["^" if w else "" for w in wrong[i].tolist()]
+        differing = [start for start in range(0, max(n, k), width) if any(marks[start:start + width])]
+        for start in differing[:blocks]:  # the blocks where they differ, each from its first position
+            head = label if start == 0 else f"{f'from {start}':>{len(label)}}"
+            details += [f"{head}  expected  {line(ex, start)}".rstrip(),
+                        f"{'':{len(label)}}  got       {line(gt, start)}".rstrip(),
+                        f"{'':{len(label)}}            {line(marks, start)}".rstrip()]
+        if len(differing) > blocks:
+            details.append(f"{'':{len(label)}}  ... and {len(differing) - blocks} more block(s) of {width} "
+                           "positions that differ")
     if len(shown) > rows:
         details.append(f"... and {len(shown) - rows} more sequence(s) that differ")
     return summary, details
@@ -625,20 +645,20 @@ IN_PLACE_HINT = ("Your code changes its input in place (an operation ending in _
                  "x[...] = ...): the caller's tensor changes too. Work on a new tensor (masked_fill, x.clone()).")
 
 
-def _quoted_error(error: str, quoting: Quoting) -> tuple[str, str, str]:
+def _quoted_error(error: str, quoting: Quoting, sizes: frozenset[int]) -> tuple[str, str, str]:
     """A probe's error as `quoting` shows it: its first line and its line (`at:`, or ""), the
     exception's own further lines (overloads...) left out; and the error as the hints may read it
     (without its line where that is not shown)."""
     first, line = split_error(error)
     shown = quoting.line(line)
-    return quoting.error(first), shown, error if shown == line else first
+    return quoting.error(first, line, sizes), shown, error if shown == line else first
 
 
 def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quoting: Quoting = AS_IS) -> CaseResult:
     """One case: its share of the points, and what went wrong, quoted as `quoting` allows."""
     seal = lambda hints: [quoting.hint(h, case.sizes) for h in hints]  # noqa: E731 - hints read off the code's error
     if outcome.error is not None:
-        first, line, read = _quoted_error(outcome.error, quoting)
+        first, line, read = _quoted_error(outcome.error, quoting, case.sizes)
         hints = ([] if outcome.not_implemented else
                  device_hints(read, case.x.named, check.kind) if device_bug(read) else
                  _crash_hints(check, case, read))
@@ -646,7 +666,7 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
                           not_implemented=outcome.not_implemented)
     if device_bug(outcome.meta_error):
         # ran on the CPU, but on a GPU it crashes (probe.on_meta): judged as a GPU grader judges it, a crash
-        _, line, read = _quoted_error(outcome.meta_error, quoting)
+        _, line, read = _quoted_error(outcome.meta_error, quoting, case.sizes)
         lines = ["raised RuntimeError on a GPU: a tensor on the CPU meets the inputs on cuda"]
         return CaseResult(0.0, lines + ([f"  at: {line}"] if line else []),
                           seal(device_hints(read, case.x.named, check.kind)))
@@ -658,7 +678,8 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
         return CaseResult(0.0, [problem])
     verdicts = {name: compare(got[name], case.expected[name], case.dtype, device, quoting, case.sizes)
                 for name in names}
-    fraction = sum(v.fraction for v in verdicts.values()) / len(verdicts)
+    share = answer_for(check).structure_share
+    fraction = sum(v.fraction(share) for v in verdicts.values()) / len(verdicts)
     width = max(map(len, names))
     lines = [text for name, v in verdicts.items()
              for text in [f"{name:<{width}} : {v.line}", *(" " * (width + 3) + d for d in v.details)]] \

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..core import generator, randn
 from ..masks import NONZERO, broadcast, count_nonzero, merged_block, pad_view
 from ..registry import Inputs, Spec
-from .hints import mask_contract_hints, unambiguous
+from .hints import mask_contract_hints
 from .judging import Answer, Mistake
 
 NEG_INF = float("-inf")
@@ -61,7 +61,7 @@ def _padding_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     if B != S:
         found["transposed"] = Mistake("Your mask is transposed: it is (B, S), one row per sentence.",
                                       dict(mask=(tokens == pad_id).T))
-    return unambiguous(found)
+    return found  # where two give the same result, the judge names both
 
 
 # --------------------------------------------------------------------------
@@ -80,7 +80,7 @@ def _causal_reference(x: Inputs, spec: Spec) -> dict[str, torch.Tensor]:
 def _causal_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     size = spec["size"]
     ones = torch.ones(size, size, dtype=torch.bool)
-    return unambiguous({  # one token: "inverted" and "diagonal masked" both give [[True]]: no guess
+    return {  # one token: "inverted" and "diagonal masked" both give [[True]]: the judge names both
         "inverted": Mistake(
             "Your mask is True where attention is allowed (the lower triangle and the diagonal): "
             "here True = not allowed, so it is True above the diagonal, at the future keys j > i "
@@ -94,7 +94,7 @@ def _causal_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         "float": Mistake(
             "You return a float mask (0 and -inf, like nn.Transformer.generate_square_subsequent_mask): "
             "causal_mask returns a boolean mask, True above the diagonal.", dict(mask=_subsequent(size))),
-    })
+    }
 
 
 # --------------------------------------------------------------------------

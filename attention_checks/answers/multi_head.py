@@ -18,7 +18,7 @@ import torch.nn as nn
 
 from ..core import quiet
 from ..registry import Inputs, Spec
-from .hints import mask_contract_hints, split_error, unambiguous
+from .hints import mask_contract_hints, split_error
 from .judging import Answer, Mistake
 
 NEG_INF = float("-inf")
@@ -343,7 +343,7 @@ def _count_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     else:
         found["biases without bias"] = Mistake("With bias=False there are no biases: only in_proj_weight "
                                                "and out_proj.weight.", dict(count=4 * E * E + 4 * E))
-    return unambiguous(found)
+    return found  # where two give the same result, the judge names both
 
 
 def multiply_adds_reference(n: int, d: int, num_heads: int) -> int:
@@ -368,7 +368,7 @@ def _cost_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     def m(hint, count):
         return Mistake(hint, dict(multiply_adds=count))
 
-    return unambiguous({
+    return {  # where two give the same count, the judge names both
         "no output projection": m("Your count leaves out the output projection, (n × d)(d × d).",
                                   3 * n * d * d + 2 * n * n * d),
         "no projections": m("Your count leaves out the projections: Q, K, V and the output projection "
@@ -384,7 +384,7 @@ def _cost_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                                  4 * n * d * d + 2 * n * n * d * h),
         "multiplies and adds": m("Your count is twice the answer: a multiply-add (one product added to a "
                                  "sum) counts once, so (a × b)(b × c) costs a·b·c.", 2 * expected["multiply_adds"]),
-    })
+    }
 
 
 ANSWERS = {

@@ -8,10 +8,10 @@ import torch
 
 from ..positions_generation import DRIFT, SHIFT, ToyLM, sampling_generator, scores
 from ..registry import Inputs, Spec
-from .hints import unambiguous
 from .judging import Answer, Mistake
 
 Tensor = torch.Tensor
+NEG_INF = float("-inf")
 
 
 # --------------------------------------------------------------------------
@@ -77,6 +77,10 @@ ROPE_BUGS: dict[str, tuple[str, Callable[[Inputs], Callable[..., Tensor]]]] = {
         "Your frequencies are base^(-i/D): they are θ_i = base^(-2i/D) for i = 0, ..., D/2 - 1 (the step "
         "is 2/D, as in the sinusoidal encoding of chapter 06).",
         lambda x: lambda t, p: rope(t, p, _base(x), exponent=1.0)),
+    "exponent over D/2": (
+        "Your frequencies are base^(-2i/(D/2)) = base^(-4i/D): the exponent divides by the whole width D, "
+        "θ_i = base^(-2i/D) for i = 0, ..., D/2 - 1 (or base^(-j/D) for the even j = 0, 2, ..., D - 2).",
+        lambda x: lambda t, p: rope(t, p, _base(x), exponent=4.0)),
     "base ignored": (
         "You ignore the `base` argument: θ_i = base^(-2i/D) with the base you are given (10000 only by default).",
         lambda x: lambda t, p: rope(t, p)),
@@ -106,7 +110,8 @@ def alibi(H: int, L: int, S: int, *, slopes: str = "paper", offset: bool = True,
 
     The keyword arguments make the known mistakes."""
     h = torch.arange(1, H + 1, dtype=torch.float64)
-    m = {"paper": 2 ** (-8 * h / H), "reversed": (2 ** (-8 * h / H)).flip(0), "from 0": 2 ** (-8 * (h - 1) / H)}[slopes]
+    m = {"paper": 2 ** (-8 * h / H), "reversed": (2 ** (-8 * h / H)).flip(0), "from 0": 2 ** (-8 * (h - 1) / H),
+         "eight heads": 2 ** -h}[slopes]
     i = torch.arange(L, dtype=torch.float64)[:, None] + (S - L if offset else 0)  # the queries' positions
     j = torch.arange(S, dtype=torch.float64)[None, :]  # the keys' positions
     d = {"signed": i - j, "absolute": (i - j).abs(), "negated": j - i}[distance]
@@ -125,6 +130,9 @@ def _alibi_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                      dict(slopes="reversed")),
         "from 0": ("Your first head has slope 1: the slopes are 2^(-8·1/H), 2^(-8·2/H), ..., 2^(-8·H/H), "
                    "counting the heads from 1 in the exponent.", dict(slopes="from 0")),
+        "eight heads": ("Your slopes do not depend on the number of heads: 1/2, 1/4, 1/8, ... are the slopes of 8 "
+                        "heads only; with H heads they are 2^(-8·1/H), 2^(-8·2/H), ..., 2^(-8·H/H) (always "
+                        "ending at 2^(-8)).", dict(slopes="eight heads")),
         "negated": ("Your bias has the wrong sign: it is -m·(i - j), negative for the keys before the query, "
                     "so that distant keys lose weight.", dict(distance="negated")),
         "no offset": ("With S > L the queries are the LAST L of the S positions (as when generating with "
@@ -142,7 +150,7 @@ def _alibi_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                 found[f"{name} {shift}"] = Mistake(hint, dict(bias=_keys_only(H, L, S, shift)))
             continue
         found[name] = Mistake(hint, dict(bias=alibi(H, L, S, **options)))
-    return unambiguous(found)  # one query (L = 1): "no offset" is BLOOM's m·j
+    return found  # one query (L = 1): "no offset" is BLOOM's m·j, and the judge names both
 
 
 def _keys_only(H: int, L: int, S: int, shift: int) -> Tensor:
@@ -160,11 +168,12 @@ def _renormalised(probs: Tensor) -> Tensor:
     return probs / probs.sum(-1, keepdim=True)
 
 
-def keep_top_k(probs: Tensor, k: int, renormalise: bool = True) -> Tensor:
-    """Zero all but the k most probable tokens of each row."""
+def keep_top_k(probs: Tensor, k: int, renormalise: bool = True, one_too_few: bool = False) -> Tensor:
+    """Zero all but the k most probable tokens of each row (one_too_few: the known mistake that
+    keeps only those above the k-th, k - 1 of them)."""
     k = min(k, probs.shape[-1])
     threshold = probs.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest probability
-    kept = torch.where(probs >= threshold, probs, torch.zeros_like(probs))
+    kept = torch.where(probs > threshold if one_too_few else probs >= threshold, probs, torch.zeros_like(probs))
     return _renormalised(kept) if renormalise else kept
 
 
@@ -197,10 +206,12 @@ def distribution(logits: Tensor, temperature: float = 1.0, top_k: int | None = N
         probs = keep_top_p(probs, top_p)
         return probs if top_k is None else keep_top_k(probs, top_k)
     if top_k is not None:
-        probs = keep_top_k(probs, top_k, renormalise=bug != "not renormalised")
+        probs = keep_top_k(probs, top_k, renormalise=bug != "not renormalised", one_too_few=bug == "top-k one too few")
     if top_p is not None:
         probs = keep_top_p(probs, top_p, renormalise=bug != "not renormalised",
                            one_too_few=bug.removeprefix("top-p one too few, ") if bug.startswith("top-p one") else "")
+    if bug == "sorted order":  # the filtering done on sorted probabilities, never put back in the tokens' order
+        probs = probs.sort(dim=-1, descending=True).values
     return probs
 
 
@@ -219,6 +230,11 @@ DISTRIBUTION_BUGS = {
     "top-p one too few, none kept": "Your top-p keeps one token too few: keep tokens, most probable first, until "
                                     "their sum REACHES top_p, including the token that crosses it (a token is kept "
                                     "when the tokens before it sum to less than top_p).",
+    "top-k one too few": "Your top-k keeps k - 1 tokens: keep every token whose probability is at least the k-th "
+                         "largest (probs >= topk(k).values[..., -1:]), the k-th included.",
+    "sorted order": "Your probabilities are in sorted order (most probable first), not in the tokens' order: "
+                    "entry v of a row must be token v's probability; put the filtered sorted probabilities back "
+                    "in place with scatter(-1, order, ...) (order: the indices sort returns).",
     "not renormalised": "Your probabilities do not sum to 1 after filtering: divide what top-k and top-p keep by "
                         "its sum.",
     "top-p first": "Apply the filters in the contract's order: temperature, then top-k, then top-p on the "
@@ -230,20 +246,10 @@ def _distribution_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
     return dict(probs=distribution(x.args["logits"], **_filters(x)))
 
 
-def _one_guess(found: dict[str, Mistake]) -> dict[str, Mistake]:
-    """The two ways of keeping one token too few are one mistake where they agree; where two different
-    mistakes give the same output (one token left, a flat distribution), no hint guesses."""
-    first, none = found.get("top-p one too few, kept first"), found.pop("top-p one too few, none kept", None)
-    if none is not None and not (first is not None and all(
-            a is not None and b is not None and torch.equal(a.nan_to_num(-1.0), b.nan_to_num(-1.0))
-            for a, b in zip(first.outputs.values(), none.outputs.values()))):
-        found["top-p one too few, none kept"] = none
-    return unambiguous(found)
-
-
 def _distribution_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
-    return _one_guess({bug: Mistake(hint, dict(probs=distribution(x.args["logits"], **_filters(x), bug=bug)))
-                       for bug, hint in DISTRIBUTION_BUGS.items()})
+    # (where two mistakes give the same probabilities, the judge names both)
+    return {bug: Mistake(hint, dict(probs=distribution(x.args["logits"], **_filters(x), bug=bug)))
+            for bug, hint in DISTRIBUTION_BUGS.items()}
 
 
 def _draw(probs: Tensor, x: Inputs) -> Tensor | None:
@@ -268,7 +274,28 @@ def _sample_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found["filters ignored"] = Mistake("Your tokens are drawn from the plain softmax of the logits: draw from "
                                        "next_token_distribution(logits, temperature, top_k, top_p).",
                                        dict(tokens=_draw(logits.softmax(-1), x)))
-    return _one_guess(found)
+    found["generator ignored"] = _not_the_generators_draws(distribution(logits, **filters))  # last: the others first
+    return found
+
+
+def _not_the_generators_draws(probs: Tensor) -> Mistake:
+    """Tokens that the right distribution could give, but not the case generator's draws: drawn with
+    another random source (no generator, torch.manual_seed, Categorical(...).sample()) or another way
+    (an inverse CDF of torch.rand)."""
+    def fits(got) -> bool:
+        tokens = got.get("tokens")
+        if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.shape != probs.shape[:-1]:
+            return False
+        tokens = tokens.detach().to("cpu", torch.int64)
+        if bool(((tokens < 0) | (tokens >= probs.shape[-1])).any()):
+            return False
+        return bool((probs.gather(-1, tokens[..., None]) > 0).all())
+
+    return Mistake("Your tokens are possible draws from the right distribution, but not the ones "
+                   "torch.multinomial(probs, 1, generator=generator) draws: pass the generator you are given to "
+                   "torch.multinomial (no draw without it, no torch.manual_seed, no Categorical(...).sample(), no "
+                   "torch.rand of your own), so that the same generator gives the same tokens.",
+                   dict(tokens=None), fits=fits)
 
 
 def _sample_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
@@ -284,7 +311,8 @@ def _sample_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
 
 
 def beam(step_fn: Callable[[Tensor], Tensor], start: int, beam_size: int, max_len: int, eos: int, *,
-         normalise: bool = True, stop_at_eos: bool = True, count_start: bool = False) -> tuple[Tensor, float]:
+         normalise: bool = True, stop_at_eos: bool = True, count_start: bool = False, count_eos: bool = True,
+         refill: str = "") -> tuple[Tensor, float]:
     """Beam search as the contract says: keep the beam_size best extensions by total log-probability;
     a kept one that ends with eos is finished and leaves the beam; at the end the best of the finished
     and the still active ones by total / (number of generated tokens). Returns (tokens without start,
@@ -297,14 +325,27 @@ def beam(step_fn: Callable[[Tensor], Tensor], start: int, beam_size: int, max_le
         logp = step_fn(torch.tensor([seq for seq, _ in active]))  # (N, V)
         V = logp.shape[-1]
         total = torch.tensor([score for _, score in active], dtype=torch.float64)[:, None] + logp  # (N, V)
-        best = total.flatten().topk(min(beam_size, total.numel()))
+        best = total.flatten().sort(descending=True)
         extended = [(active[i // V][0] + [i % V], score) for score, i in zip(best.values.tolist(), best.indices.tolist())]
-        finished += [c for c in extended if stop_at_eos and c[0][-1] == eos]
-        active = [c for c in extended if not (stop_at_eos and c[0][-1] == eos)]
+        ends = lambda c: stop_at_eos and c[0][-1] == eos  # noqa: E731
+        if refill == "ranked":  # Hugging Face's: finished if among the best beam_size, the beam refilled
+            finished += [c for c in extended[:beam_size] if ends(c)]
+            active = [c for c in extended if not ends(c)][:beam_size]
+        elif refill == "until full":  # every finished one met on the way down, until the beam is full again
+            kept = [c for c in extended if not ends(c)][:beam_size]
+            last = extended.index(kept[-1]) if len(kept) == beam_size else len(extended)
+            finished += [c for c in extended[:last] if ends(c)]
+            active = kept
+        else:
+            finished += [c for c in extended[:beam_size] if ends(c)]
+            active = [c for c in extended[:beam_size] if not ends(c)]
 
     def final(candidate: tuple[list[int], float]) -> float:
         seq, total = candidate
-        return total / (len(seq) - (0 if count_start else 1)) if normalise else total
+        length = len(seq) - (0 if count_start else 1) - (0 if count_eos or seq[-1] != eos else 1)
+        if not normalise:
+            return total
+        return total / length if length else NEG_INF  # only eos: a length of 0 (-inf, as total / 0 in PyTorch)
 
     seq, total = max(finished + active, key=final)
     return torch.tensor(seq[1:]), final((seq, total))
@@ -319,6 +360,9 @@ def _beam_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
     return dict(tokens=tokens, score=score)
 
 
+REFILLED = ("Your beam is refilled to beam_size hypotheses when some finish (the convention of Hugging Face's "
+            "generate, which keeps the best unfinished extensions): this exercise's contract keeps the beam_size "
+            "best extensions of all hypotheses, and those that end with eos leave the beam, which then holds fewer.")
 BEAM_BUGS = {
     "not normalised": ("Your choice is not length-normalised: pick the hypothesis with the best total "
                        "log-probability DIVIDED BY its number of generated tokens (the sum alone favours short "
@@ -327,8 +371,12 @@ BEAM_BUGS = {
                           "leaves the beam and is never extended again.", dict(stop_at_eos=False)),
     "start counted": ("Your length counts the start token: normalise by the number of GENERATED tokens (eos "
                       "included, start not).", dict(count_start=True)),
+    "eos not counted": ("Your length leaves out the end token: normalise by the number of GENERATED tokens, eos "
+                        "included (start not).", dict(count_eos=False)),
     "greedy": ("Your result is greedy decoding's: keep the beam_size best extensions of ALL hypotheses at every "
                "step, not only the best one.", dict()),
+    "refilled": (REFILLED, dict(refill="ranked")),
+    "refilled until full": (REFILLED, dict(refill="until full")),
 }
 
 
@@ -348,6 +396,7 @@ ANSWERS = {
     "apply_rope": Answer(_rope_reference, _rope_mistakes),
     "alibi_bias": Answer(_alibi_reference, _alibi_mistakes),
     "next_token_distribution": Answer(_distribution_reference, _distribution_mistakes),
-    "sample_next": Answer(_sample_reference, _sample_mistakes, crash=_sample_crash),
+    # the generator decides every case's draws: tokens drawn another way earn nothing for their shape
+    "sample_next": Answer(_sample_reference, _sample_mistakes, crash=_sample_crash, structure_share=0.0),
     "beam_search": Answer(_beam_reference, _beam_mistakes),
 }

@@ -34,8 +34,8 @@ import re
 from collections import OrderedDict
 from pathlib import Path
 
-import bleach
 import jinja2
+import nh3
 import nbgrader
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
@@ -58,7 +58,9 @@ ALT_TEXT = "No description has been provided for this image"  # nbconvert's word
 
 
 # What a student's HTML may hold: text, structure, tables, links and embedded raster images;
-# no scripts, event handlers, styles, forms, frames or SVG. (bleach: a parser, not regexes.)
+# no scripts, event handlers, styles, forms, frames or SVG. (nh3, the binding of Rust's ammonia:
+# an HTML5 parser, not regexes.) Another tag is removed, its text kept; a script's or a style's
+# text goes with it.
 SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "div", "dl", "dt", "em",
              "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "samp",
              "span", "strong", "sub", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "u", "ul"}
@@ -66,18 +68,22 @@ LINKS = re.compile(r"(https?:|mailto:|#)", re.IGNORECASE)  # not javascript:, da
 EMBEDDED_IMAGE = re.compile(r"data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*\Z", re.IGNORECASE)
 
 
-def _safe_attribute(tag: str, name: str, value: str) -> bool:
-    if name in ("class", "title") or (tag in ("td", "th") and name in ("colspan", "rowspan")):
-        return True
+SAFE_ATTRIBUTES = {"*": {"class", "title"}, "td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"},
+                   "a": {"href"}, "img": {"alt", "width", "height", "src"}}
+
+
+def _safe_value(tag: str, name: str, value: str) -> str | None:
+    """An allowed attribute's value, or None to drop the attribute: a link goes to the web, an
+    address or the page itself; an image is in the page (a student's page loads nothing)."""
     if tag == "a" and name == "href":
-        return bool(LINKS.match(value))
-    if tag == "img":  # only images in the page itself: a student's page loads nothing from anywhere
-        return name in ("alt", "width", "height") or (name == "src" and bool(EMBEDDED_IMAGE.match(value)))
-    return False
+        return value if LINKS.match(value) else None
+    if tag == "img" and name == "src":
+        return value if EMBEDDED_IMAGE.match(value) else None
+    return value
 
 
-CLEANER = bleach.Cleaner(tags=SAFE_TAGS, attributes=_safe_attribute, protocols={"http", "https", "mailto", "data"},
-                         strip=False, strip_comments=True)  # disallowed tags show as text
+CLEANER = nh3.Cleaner(tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, attribute_filter=_safe_value,
+                      url_schemes={"http", "https", "mailto", "data"}, strip_comments=True)
 
 
 def _points(points: float) -> str:

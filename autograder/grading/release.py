@@ -41,7 +41,7 @@ FALLBACK = """\
 # In a clone of the course the check helpers are in a parent folder; elsewhere (Colab)
 # they are installed from the course's release (`python -m autograder release` writes
 # CHECKS from pyproject.toml).
-import importlib, importlib.metadata, subprocess, sys, tempfile
+import importlib, importlib.metadata, re, subprocess, sys, tempfile
 from pathlib import Path
 root = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "attention_checks").is_dir()), None)
 if root is not None:
@@ -52,19 +52,24 @@ else:
     pinned = Path(tempfile.mkdtemp()) / "checks.txt"
     pinned.write_text(CHECKS + (f" --hash=sha256:{{SHA256}}" if SHA256 else "") + "\\n")
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color", "--no-deps",
+                          "--retries", "0", "--timeout", "2",  # offline: fail in seconds, not a minute
                           *(["--index-url", INDEX] if INDEX else []), "-r", str(pinned)],
                          capture_output=True, text=True)
-    if pip.returncode != 0:  # pip's own words first: "ERROR: ..."
-        why = next((line.strip() for line in pip.stderr.splitlines()
-                    if line.strip().startswith("ERROR:")), pip.stderr.strip()[-300:])
-        raise ImportError(
+    if pip.returncode != 0:  # without colours, the boxes before a line, or the hints
+        said = [re.sub(r"^\\W+", "", line) for line in re.sub(r"\\x1b\\[[0-9;]*m", "", pip.stderr).splitlines()
+                if line.strip() and not line.startswith("hint:")]  # "ERROR: ...", pip's own words
+        why = (said[-1:] if "Traceback" in pip.stderr else said[:3]) or ["no message"]  # a crash: its last line
+        why = " ".join(why)[:300]
+        failed = ImportError(
             f"Could not install the course's check helpers {{VERSION}} with pip ({{why}}). "
             "The tests in this notebook need them. If this runtime is offline, connect it and run "
             "this cell again. If the notebook comes from a fork or another copy of the course, that "
             "release may not exist: ask your instructor for the notebook's current version, or work "
             "in a clone of the course: `git clone {repository}`, "
             "then `pip install -r requirements.txt` in it, and open this notebook from its "
-            "exercises/ folder, where the checks are found without installing.") from None
+            "exercises/ folder, where the checks are found without installing.")
+        failed._render_traceback_ = lambda: [f"ImportError: {{failed}}"]  # Jupyter shows this paragraph alone
+        raise failed from None
     importlib.invalidate_caches()
     installed = importlib.metadata.version("{distribution}")
     if installed != VERSION:

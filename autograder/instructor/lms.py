@@ -16,16 +16,22 @@ Built-in patterns (the LMSs' own naming, matched against the path inside the dow
   (flat); the participant id is the ``Participant <id>`` identifier of Moodle's grading worksheet.
 
 ``export`` writes a results folder's grades in the import formats of Canvas (gradebook CSV),
-Moodle (offline grading worksheet) or a plain CSV, one row per student. The maximum is the
-assignment's whole (autograded and written points). Written answers are graded by hand in
+Moodle (offline grading worksheet, with each test's score and each failing test's hint in the
+feedback comments) or a plain CSV, one row per student. Written answers are graded by hand in
 nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
 autograded points and the hand-given ones); without it, the autograder's points, and every
-student whose written answers were not graded yet is named.
+student whose written answers were not graded yet is named. The score rule (``Row``): an answer
+not graded yet is in neither the points nor the maximum; an LMS, whose maximum is the whole
+assignment, gets the same share of it. ``export --feedback-zip`` also writes each student's
+feedback page into the LMS's bulk upload of feedback files (``feedback_upload``), named as the
+LMS reads them back (``Lms.feedback_name``).
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
+import json
 import os
 import re
 import unicodedata
@@ -43,11 +49,26 @@ from autograder.submissions import MAX_ZIP_BYTES, MAX_ZIP_FILES, SKIPPED_NAMES, 
 def guess_download(root: Path) -> str | None:
     """The LMS whose bulk download ``root`` looks like ('canvas', 'moodle'): most of its files
     are named as that LMS names them. None for anything else."""
-    files = [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))[:2000] if p.is_file()]
+    return guess_lms([p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))[:2000] if p.is_file()])
+
+
+def guess_lms(files: list[str]) -> str | None:
+    """The LMS that names most of ``files`` (paths inside a download) as its download does."""
     for lms, pattern in PATTERNS.items():
         if files and 2 * sum(re.fullmatch(pattern, f) is not None for f in files) >= len(files):
             return lms
     return None
+
+
+def guess_assignment(root: Path, lms: str, notebooks: dict[str, list[str]]) -> str | None:
+    """The one assignment whose notebooks the files of an LMS download in ``root`` are, if one."""
+    found = set()
+    for path in sorted(root.rglob("*.ipynb"))[:2000]:
+        match = re.fullmatch(PATTERNS[lms], path.relative_to(root).as_posix())
+        if match:
+            stem = _COPY_NUMBER.sub("", PurePosixPath(match["file"]).stem)
+            found |= {a for a, names in notebooks.items() if stem in names}
+    return found.pop() if len(found) == 1 else None
 
 
 # A copy's number in an uploaded name: Canvas's "qkv-1.ipynb", a browser's "qkv (2).ipynb".
@@ -96,7 +117,7 @@ def read_roster(path: Path) -> list[Student]:
     ``email``, ``sis_user_id``, ``sis_login_id``, ``section``), or the LMS's own export as it
     comes: Canvas's gradebook export (``Student``, ``ID``, ...) or Moodle's grading worksheet
     (``Identifier``, ``Full name``, ...), where the LMS id is the student id."""
-    rows = read_csv(path, "the roster ")
+    rows = read_csv(path, "the roster ", spreadsheet=True)
     students = []
     for row in rows:
         if "student_id" in row:
@@ -148,12 +169,21 @@ def _entries(download: Path) -> list[Entry]:
                       p.read_bytes, p.is_symlink()) for p in sorted(download.rglob("*")) if p.is_file() or p.is_symlink()]
     try:
         archive = zipfile.ZipFile(download)
-        members = zip_members(archive)
+        members = _checked(download, zip_members(archive))
+        inner = [m for m in members if not _system_file(m.filename)]
+        if len(inner) == 1 and inner[0].filename.lower().endswith(".zip"):  # the download, zipped again
+            archive = zipfile.ZipFile(io.BytesIO(archive.read(inner[0])))
+            members = _checked(download, zip_members(archive))
     except ZIP_ERRORS as err:
         raise LmsError(f"cannot read {download}: {type(err).__name__}: {err}") from err
+    return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
+
+
+def _checked(download: Path, members: list[zipfile.ZipInfo]) -> list[zipfile.ZipInfo]:
+    """The zip's members, if within the sizes read."""
     if len(members) > MAX_ZIP_FILES or sum(m.file_size for m in members) > MAX_ZIP_BYTES:
         raise LmsError(f"{download} is larger than {MAX_ZIP_FILES} files or {MAX_ZIP_BYTES} bytes")
-    return [Entry(m.filename, datetime(*m.date_time), lambda m=m: archive.read(m)) for m in members]
+    return members
 
 
 def _version(match: re.Match, entry: Entry) -> tuple:
@@ -171,6 +201,11 @@ def _notebook_for(file: str, notebooks: list[str]) -> str | None:
         return notebooks[0]
     stem = _COPY_NUMBER.sub("", PurePosixPath(file).stem)
     return next((nb for nb in notebooks if stem == nb or stem.endswith(f"_{nb}")), None)
+
+
+def _system_file(path: str) -> bool:
+    """A file the system made (macOS's __MACOSX, a hidden file, Jupyter's checkpoints)."""
+    return any(p in SKIPPED_NAMES or p.startswith(".") for p in PurePosixPath(path).parts)
 
 
 # Why a file of a student collect knows is not placed: these reach the student's row in grades.csv.
@@ -196,8 +231,7 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
 
     report, chosen = [], {}  # (student_id, notebook) -> (version, entry, placement)
     for entry in _entries(download):
-        parts = PurePosixPath(entry.path).parts
-        if any(p in SKIPPED_NAMES or p.startswith(".") for p in parts):
+        if _system_file(entry.path):
             report.append(Placement(entry.path, "ignored", reason="a system file (macOS, Jupyter checkpoint)"))
             continue
         if entry.link:
@@ -320,14 +354,35 @@ def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
     os.replace(tmp, path)
 
 
-def read_csv(path: Path, what: str = "") -> list[dict[str, str]]:
+def read_csv(path: Path, what: str = "", spreadsheet: bool = False) -> list[dict[str, str]]:
     """The rows of a CSV this tool or an LMS wrote, each cell stripped and as it was before
-    ``write_csv`` made it safe for a spreadsheet."""
+    ``write_csv`` made it safe for a spreadsheet. ``spreadsheet``: a file an instructor may have
+    saved from a spreadsheet (a roster), in its encoding and with its delimiter (``_as_saved``)."""
     try:
-        rows = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK))))
+        text, delimiter = _as_saved(path.read_bytes()) if spreadsheet else (
+            path.read_text(encoding="utf-8-sig", errors=NAMES_AS_ON_DISK), ",")
+        rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
     except (OSError, csv.Error) as err:
         raise LmsError(f"cannot read {what}{path}: {err}") from err
     return [{(k or "").strip(): read_cell((v or "").strip()) for k, v in row.items()} for row in rows]
+
+
+def _as_saved(data: bytes) -> tuple[str, str]:
+    """(text, delimiter) of a CSV as spreadsheets save it: UTF-16 with its byte-order mark (Excel's
+    "Unicode Text", tab-separated), UTF-8 with or without one (this tool's files keep the bytes of
+    a name that is not UTF-8), else cp1252 (Excel's "CSV" on Windows); a comma, a semicolon (where
+    the decimal separator is a comma) or a tab between the cells of the header."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = data.decode("utf-16")
+    elif data.startswith(codecs.BOM_UTF8):
+        text = data.decode("utf-8-sig", errors=NAMES_AS_ON_DISK)
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = data.decode("cp1252", errors=NAMES_AS_ON_DISK)
+    header = text.split("\n", 1)[0]
+    return text, max(",;\t", key=header.count) if any(c in header for c in ",;\t") else ","
 
 
 def write_collect_report(out: Path, assignment: str, report: list[Placement], roster: list[Student] | None) -> Path:
@@ -355,24 +410,44 @@ NOT_GRADED = ("missing", "invalid")  # no grade at all in the LMS, with the reas
 
 @dataclass
 class Row:
+    """One student's grade. The course's score rule: written answers no person has graded yet
+    are left out of both the points and the maximum (``score`` of ``max_score``), and named as
+    pending; once graded by hand they count in both. An LMS holds one maximum per assignment,
+    the whole (``whole``: autograded and written points), so it gets the same share of that
+    (``lms_score``): 8 of 8 autograded with 2 written points pending is 10 of 10, not 8 of 10."""
+
     student: Student
-    score: str        # "" when not graded
-    max_score: str    # the assignment's whole: autograded and written points
+    score: str        # "" when not graded: the points counted (autograded, and written answers graded by hand)
+    max_score: str    # what score is out of: the whole, less the written answers not graded yet
     status: str
     reason: str
-    to_grade_by_hand: float = 0.0  # written answers' points not graded yet (not in score)
+    to_grade_by_hand: float = 0.0  # written answers' points not graded yet (in neither score nor max_score)
     late: bool = False  # the LMS marked it late (collect's report)
+    whole: str = ""   # the assignment's maximum: autograded and written points
+    comment: str = ""  # the score per test, each failing test with its hint (results.json)
+
+    @property
+    def lms_score(self) -> str:
+        """The grade out of ``whole``: score itself, or its share of max_score scaled to the whole
+        while written answers are pending ("" where nothing is counted yet)."""
+        if not self.score or not self.to_grade_by_hand:
+            return self.score
+        counted = _number(self.max_score)
+        return _shown(round(_number(self.score) * _number(self.whole) / counted, 2)) if counted else ""
 
     @property
     def note(self) -> str:
         """What a student and the LMS see beside the grade."""
         if self.status in NOT_GRADED:
             return f"Not graded: {self.status}" + (f" ({self.reason})" if self.reason else "")
-        pending = (f"written answers ({_shown(self.to_grade_by_hand)} points) not graded yet"
-                   if self.to_grade_by_hand else "")
+        pending = (f"{PENDING} ({_shown(self.to_grade_by_hand)} points): {self.score} of {self.max_score} counted, "
+                   f"{self.lms_score or 'no grade'} of {self.whole} in the LMS" if self.to_grade_by_hand else "")
         if self.status != "ok":
             return "; ".join(filter(None, [f"Graded with status {self.status}: {self.reason}".rstrip(": "), pending]))
         return "; ".join(filter(None, [self.reason, pending]))
+
+
+PENDING = "written answer: pending"  # the score rule's words, on every page and sheet
 
 
 def _number(text: str | float | None) -> float:
@@ -421,7 +496,7 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     rows = [r for r in rows if r["assignment"] == assignment]
     final = _final_scores(gradebook, assignment) if gradebook else {}
     # written_points: graded by hand, outside max_score (absent from grades.csv of older versions)
-    max_score = _shown(_number(rows[0]["max_score"]) + _number(rows[0].get("written_points")))
+    whole = _number(rows[0]["max_score"]) + _number(rows[0].get("written_points"))
     known = {s.student_id: s for s in roster or []}
     out, left_out = [], []
     for r in rows:
@@ -433,10 +508,10 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
         score, pending = r["score"], _number(r.get("to_grade_by_hand"))
         if r["student_id"] in final and r["status"] not in NOT_GRADED:
             score, pending = _shown(final[r["student_id"]][0]), final[r["student_id"]][1]
-        out.append(Row(student, "" if r["status"] in NOT_GRADED else score, max_score, r["status"], r["reason"],
-                       pending, r.get("late") == "yes"))
+        out.append(Row(student, "" if r["status"] in NOT_GRADED else score, _shown(whole - pending), r["status"],
+                       r["reason"], pending, r.get("late") == "yes", _shown(whole)))
     for student in known.values():  # on the roster, absent from every submission
-        out.append(Row(student, "", max_score, "missing", "nothing was submitted"))
+        out.append(Row(student, "", _shown(whole), "missing", "nothing was submitted", whole=_shown(whole)))
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
 
 
@@ -452,19 +527,117 @@ def penalise_late(rows: list[Row], percent: float) -> None:
 
 def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
            roster: list[Student] | None = None, column: str | None = None,
-           gradebook: str | None = None, late_penalty: float = 0.0) -> tuple[list[Row], list[str]]:
-    """Write ``out`` in the LMS's import format; returns the rows written and the graded students
-    left out (not on the roster). ``gradebook``: an nbgrader database URL to take the final
+           gradebook: str | None = None, late_penalty: float = 0.0) -> tuple[str, list[Row], list[str]]:
+    """Write ``out`` in the LMS's import format; returns the assignment, the rows written and the
+    graded students left out (not on the roster). ``gradebook``: an nbgrader database URL to take the final
     scores from (after grading by hand in formgrader). ``late_penalty``: the percent of the
     maximum taken off a late submission (default none: late is reported, not penalised)."""
     assignment, rows, left_out = grade_rows(grades_csv, assignment, roster, gradebook)
     if late_penalty:
         penalise_late(rows, late_penalty)
+    results_json = grades_csv.with_name("results.json")
+    if results_json.is_file():  # the service exports grades.csv alone
+        comments = test_comments(results_json, assignment, written=gradebook is None)
+        for row in rows:
+            row.comment = comments.get(row.student.student_id, "") if row.status not in NOT_GRADED else ""
     if fmt not in LMSS:
         raise LmsError(f"unknown format {fmt!r}: {', '.join(LMSS)}")
     header, lines = LMSS[fmt].sheet(rows, assignment, column)
     write_csv(out, header, lines)
-    return rows, left_out
+    return assignment, rows, left_out
+
+
+# --------------------------------------------------------------------------
+# feedback: a comment per student in the grade sheet, each feedback page in the LMS's bulk upload
+
+
+def test_comments(results_json: Path, assignment: str, written: bool = True) -> dict[str, str]:
+    """student id -> a few lines of plain text: each test's score, and each failing test's hints
+    (else the exception its code raised); with ``written``, each written answer's points or
+    "pending" (without: a gradebook's hand-given points are in the grade, not in results.json)."""
+    from autograder.instructor.verdicts import read_verdict
+
+    try:
+        results = json.loads(results_json.read_text(encoding="utf-8", errors=NAMES_AS_ON_DISK))
+    except (OSError, ValueError) as err:
+        raise LmsError(f"cannot read {results_json}: {err}") from err
+    lines: dict[str, list[str]] = {}
+    for result in results:
+        if result.get("assignment") != assignment:
+            continue
+        own, said_before = lines.setdefault(result["student_id"], []), set()
+        for test in result.get("tests", []):
+            points, most = test["points"], _shown(test["max_points"])
+            if test.get("manual"):
+                if written:
+                    own.append(f"{test['grade_id']}: {PENDING} ({most} points)" if points is None
+                               else f"{test['grade_id']}: written answer: {_shown(points)} / {most}")
+                continue
+            line = f"{test['grade_id']}: {_shown(points)} / {most}"
+            said = "" if test["passed"] else read_verdict(test.get("message", ""), test["grade_id"]).summary
+            if said:  # a mistake shows in several tests: its hint once
+                line += " (as above)" if said in said_before else f" ({said})"
+                said_before.add(said)
+            own.append(line)
+    return {student: "\n".join(text) for student, text in lines.items()}
+
+
+@dataclass
+class FeedbackUpload:
+    """The LMS's bulk-feedback zip: its members (name in the zip -> the feedback page), and the
+    students graded whose page is not in it, with why."""
+
+    members: dict[str, Path] = field(default_factory=dict)
+    left_out: list[tuple[Row, str]] = field(default_factory=list)
+
+
+class NoUploadName(Exception):
+    """Why a student's feedback page cannot be named as the LMS's bulk upload wants."""
+
+
+def _feedback_pages(results: Path, student_id: str, assignment: str) -> list[Path]:
+    folder = results / "feedback" / student_id / assignment
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def canvas_uploads(collected: Path, assignment: str) -> dict[tuple[str, str], str]:
+    """(student id, notebook) -> the name in Canvas's download of the file collect placed there,
+    from ``collected/collect-<assignment>.csv`` (Canvas's re-upload needs its user and file ids)."""
+    report = collected / f"collect-{assignment}.csv"
+    if not report.is_file():
+        raise LmsError(f"no {report.name} in {collected}: give --collected the SUBMISSIONS folder that "
+                       "`collect --lms canvas` wrote (Canvas attaches a re-uploaded file by the ids in its name)")
+    return {(row["student_id"], PurePosixPath(row["target"]).stem): PurePosixPath(row["file"]).name
+            for row in read_csv(report) if row["status"] == "placed"}
+
+
+def feedback_upload(results: Path, fmt: str, rows: list[Row], assignment: str,
+                    uploads: dict[tuple[str, str], str] | None = None) -> FeedbackUpload:
+    """Each graded student's feedback pages (``results/feedback/<student>/<assignment>/``), named
+    as the LMS's bulk upload of feedback files wants them; ``uploads``: Canvas's download names
+    (``canvas_uploads``). Students with nothing submitted get nothing."""
+    lms, upload = LMSS[fmt], FeedbackUpload()
+    for row in rows:
+        if row.status == "missing":
+            continue
+        pages = _feedback_pages(results, row.student.student_id, assignment)
+        try:
+            if not pages:
+                raise NoUploadName(f"no feedback page in {results / 'feedback'}")
+            for page in pages:
+                upload.members[lms.feedback_name(row, page.stem, uploads or {})] = page
+        except NoUploadName as why:
+            upload.left_out.append((row, str(why)))
+    return upload
+
+
+def write_zip(out: Path, members: dict[str, Path]) -> None:
+    """A zip of ``members`` (name inside -> file), written whole or not at all."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, path in sorted(members.items()):
+            archive.write(path, name)
+    os.replace(tmp, out)
 
 
 # --------------------------------------------------------------------------
@@ -485,6 +658,11 @@ class Lms:
     def sheet(self, rows: list[Row], assignment: str, column: str | None) -> tuple[list[str], list[list]]:
         raise NotImplementedError
 
+    def feedback_name(self, row: Row, notebook: str, uploads: dict[tuple[str, str], str]) -> str:
+        """The name of a student's feedback page for ``notebook`` in the LMS's bulk upload of
+        feedback files, or NoUploadName (``uploads``: the download's names, ``canvas_uploads``)."""
+        raise NoUploadName(f"{self.name} has no bulk upload of feedback files")
+
 
 class Canvas(Lms):
     name = "canvas"
@@ -496,15 +674,28 @@ class Canvas(Lms):
         # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
         # in an export; a title it does not know becomes a new assignment. A blank cell is no grade.
         header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column or assignment]
-        lines = [["    Points Possible", "", "", "", "", rows[0].max_score if rows else ""]]
+        lines = [["    Points Possible", "", "", "", "", rows[0].whole if rows else ""]]
         lines += [[r.student.name, r.student.lms_id, r.student.sis_user_id, r.student.sis_login_id,
-                   r.student.section, r.score] for r in rows]
+                   r.student.section, r.lms_score] for r in rows]
         return header, lines
+
+    def feedback_name(self, row, notebook, uploads):
+        # "Re-Upload Submissions" reads a file's name as the download wrote it: the first two parts
+        # (split at "_") that are numbers are the user id and the id of a file of that student's
+        # submission, which the file becomes a comment on (shown under that file's name).
+        downloaded = uploads.get((row.student.student_id, notebook))
+        match = re.fullmatch(self.pattern, downloaded or "")
+        if not match:
+            raise NoUploadName(f"no {notebook}.ipynb of this student in Canvas's download (collect's report): "
+                               "Canvas attaches feedback only to a file the student submitted")
+        late = match["late"] or ""
+        return f"{match['name']}_{late}{match['lms_id']}_{match['file_id']}_{notebook}-feedback.html"
 
 
 class Moodle(Lms):
     name = "moodle"
-    pattern = r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file_(?:/.*/|/)?(?P<file>[^/]+)"
+    # a folder per submission ("..._file_/" before Moodle 4.1, "..._file/" since), or flat ("..._file_<file>")
+    pattern = r"(?:.*/)?(?P<name>[^/_]+)_(?P<lms_id>\d+)_assignsubmission_file(?:_?/(?:.*/)?|_)(?P<file>[^/]+)"
 
     def sheet(self, rows, assignment, column):
         # Moodle's offline grading worksheet (Assignment > Upload grading worksheet): Moodle reads
@@ -515,9 +706,24 @@ class Moodle(Lms):
         header = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
                   "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
         lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
-                  "No submission" if r.status == "missing" else "Submitted for grading", r.score, r.max_score,
-                  "Yes", "-", now, r.note] for r in rows]
+                  "No submission" if r.status == "missing" else "Submitted for grading", r.lms_score, r.whole,
+                  "Yes", "-", now, "\n".join(filter(None, [r.note, r.comment]))] for r in rows]
         return header, lines
+
+    def feedback_name(self, row, notebook, uploads):
+        # "Upload multiple feedback files in a zip" reads each folder name of a path as the download
+        # writes it, <name>_<participant id>_<plugin type>_<plugin>, and gives the file to that participant.
+        if not row.student.lms_id.isdigit():
+            raise NoUploadName(f"no Moodle participant id (student id {row.student.student_id}): export with "
+                               "--roster, Moodle's grading worksheet or collect's students.csv")
+        return f"{moodle_folder_name(row.student.name)}_{row.student.lms_id}_assignsubmission_file/{notebook}-feedback.html"
+
+
+def moodle_folder_name(name: str) -> str:
+    """A name as Moodle writes it in its download's folder names: "_" becomes a space (the
+    folder's parts are split at "_"), and clean_filename's characters and line breaks go."""
+    plain = re.sub(r'[\x00-\x1f\x7f/\\:*?"<>|]', "", name.replace("_", " ")).strip()
+    return plain or "Participant"
 
 
 class PlainCsv(Lms):

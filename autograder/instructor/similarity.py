@@ -16,7 +16,6 @@ every pair. Similarity is evidence for a person to look at, never a verdict.
 """
 from __future__ import annotations
 
-import html
 import io
 import sys
 import tempfile
@@ -29,9 +28,11 @@ import numpy as np
 from copydetect import CodeFingerprint, compare_files
 from copydetect.defaults import GUARANTEE_THRESHOLD, NOISE_THRESHOLD
 from copydetect.utils import highlight_overlap
+from markupsafe import Markup, escape
 
 from autograder.cells import nbgrader_metadata
 from autograder.errors import InputError
+from autograder.instructor import pages
 from autograder.layout import EXERCISES_DIR, find_assignments
 from autograder.submissions import SubmissionsError, find_root, load_notebook, unpack_zip
 
@@ -111,46 +112,17 @@ def display_name(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def _code_html(code: str) -> str:
-    escaped = html.escape(display_name(code))
-    return escaped.replace(MARK_START, "<mark>").replace(MARK_END, "</mark>")
+def _marked(code: str) -> Markup:
+    """A student's code, escaped, with its matches marked (the template's ``marked`` filter)."""
+    return Markup(escape(display_name(code)).replace(MARK_START, Markup("<mark>")).replace(MARK_END, Markup("</mark>")))
 
 
 def html_report(assignment: str, pairs: list[Pair], students: int, detailed: int) -> str:
-    rows = "\n".join(
-        f"<tr><td>{rank}</td><td>{html.escape(display_name(p.first))}</td><td>{html.escape(display_name(p.second))}</td>"
-        f"<td>{p.similarity[0]:.0%}</td><td>{p.similarity[1]:.0%}</td><td>{p.matched_tokens}</td>"
-        + (f"<td><a href='#pair-{rank}'>side by side</a></td>" if rank <= detailed else "<td></td>") + "</tr>"
-        for rank, p in enumerate(pairs, 1))
-    details = "\n".join(
-        f"<section id='pair-{rank}'><h2>{rank}. {html.escape(display_name(p.first))} and {html.escape(display_name(p.second))}: "
-        f"{p.similarity[0]:.0%} and {p.similarity[1]:.0%}</h2>\n<div class='pair'>"
-        f"<div><h3>{html.escape(display_name(p.first))}</h3><pre>{_code_html(p.code[0])}</pre></div>"
-        f"<div><h3>{html.escape(display_name(p.second))}</h3><pre>{_code_html(p.code[1])}</pre></div></div></section>"
-        for rank, p in enumerate(pairs[:detailed], 1))
-    title = html.escape(f"Code similarity: {assignment}")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: .2em .6em; text-align: left; }}
-.pair {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }}
-pre {{ background: #f6f6f6; padding: .6em; overflow-x: auto; font-size: 85%; }}
-mark {{ background: #ffd54f; }}
-</style></head>
-<body><h1>{title}</h1>
-<p>{students} students, {len(pairs)} pairs, ranked by the share of a student's own code (solution cells and
-added cells; starter code, tests and comments left out; names do not matter) that matches the other's.
-The first {detailed} pairs are shown side by side below, matching code <mark>marked</mark>. A high share
-is a reason to look, not a verdict.</p>
-<table><thead><tr><th>#</th><th>student</th><th>student</th><th>of the first's code</th>
-<th>of the second's code</th><th>matching tokens</th><th></th></tr></thead>
-<tbody>
-{rows}
-</tbody></table>
-{details}
-</body></html>
-"""
+    """The page (templates/similarity.html.j2): what students wrote is escaped, never run."""
+    environment = pages.environment().overlay()
+    environment.filters.update(shown=display_name, marked=_marked)
+    return environment.get_template("similarity.html.j2").render(assignment=assignment, pairs=pairs,
+                                                                 students=students, detailed=detailed)
 
 
 def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXERCISES_DIR,

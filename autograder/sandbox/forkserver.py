@@ -8,9 +8,12 @@ it patches stays in its own process.
 
 It talks to the grader over its stdin and stdout, one JSON object per line:
 
-    {"op": "spawn", "argv": [...], "files": ...} -> {"pid": n}
+    {"op": "spawn", "argv": [...], "files": ..., "one_thread": true} -> {"pid": n}
     {"op": "poll", "pid": n}         -> {"exit": null} while it runs, else its exit status
     {"op": "kill", "pid": n}         -> {} once the kernel is gone
+    {"op": "inspect", "pid": n}      -> {"seccomp": mode, "threads": n, "processes": n}: the kernel's
+                                        seccomp mode and threads (/proc), and the sandbox's
+                                        processes but its init and the server
     {"op": "reset"}                  -> {"killed": n, "clean": bool}: every other process of
                                         the sandbox killed, /tmp, /dev/shm, SysV IPC, POSIX
                                         message queues, the user's keyrings and the scratch
@@ -32,6 +35,7 @@ thread before forking (a thread's locks would be copied half-held).
 from __future__ import annotations
 
 import ctypes
+import errno
 import gc
 import json
 import os
@@ -133,6 +137,88 @@ def confine_writes() -> bool:
         os.close(ruleset)
 
 
+# A seccomp filter (seccomp(2)), by which a process forbids itself and its threads system calls:
+# one for "no new thread, no new process" (clone, clone3, fork, vfork), as classic BPF over
+# struct seccomp_data (the call's number at offset 0, its architecture's at 4).
+SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(platform.machine())
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 1, 1
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_JGE_K, BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+# the architecture's audit number, and its calls that make a thread or a process: clone3 answers
+# ENOSYS (glibc then tries clone, which has no flags to tell a thread from a process but says
+# EPERM), the others EPERM. x86-64's x32 calls (numbers from 2**30) are refused, and so is every
+# call of another architecture's (32-bit calls through int 0x80 on x86-64).
+SPAWNING_CALLS = {"x86_64": (0xC000003E, {56: "EPERM", 57: "EPERM", 58: "EPERM", 435: "ENOSYS"}),
+                  "aarch64": (0xC00000B7, {220: "EPERM", 435: "ENOSYS"})}.get(platform.machine())
+X32_CALLS = 0x40000000
+# Seen by the grader in the kernel's /proc/PID/status: 2 is "filtering"
+SECCOMP_FILTERING = 2
+
+
+class _SockFilter(ctypes.Structure):  # struct sock_filter
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):  # struct sock_fprog
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _spawning_filter() -> list[tuple[int, int, int, int]]:
+    """The BPF program: refuse SPAWNING_CALLS' calls (and every call of another ABI), allow the rest."""
+    audit_arch, calls = SPAWNING_CALLS
+    refuse = SECCOMP_RET_ERRNO | errno.EPERM
+    program = [(BPF_LD_W_ABS, 0, 0, 4), (BPF_JEQ_K, 1, 0, audit_arch), (BPF_RET_K, 0, 0, refuse),
+               (BPF_LD_W_ABS, 0, 0, 0)]
+    if platform.machine() == "x86_64":
+        program += [(BPF_JGE_K, 0, 1, X32_CALLS), (BPF_RET_K, 0, 0, refuse)]
+    for number, answer in calls.items():
+        program += [(BPF_JEQ_K, 0, 1, number), (BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | getattr(errno, answer))]
+    return program + [(BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+
+
+def forbid_new_threads_and_processes() -> bool:
+    """From now on, no thread of this process (those running included: TSYNC) can start a thread
+    or a process, nor can anything it runs (a filter is inherited and outlives execve): the calls
+    fail, and Python says so in the cell that tried ("can't start new thread", an OSError of
+    os.fork or subprocess). Nothing undoes it. False where Linux or this architecture has no
+    seccomp filter; the grader reads the kernel's state from outside anyway (``confinement``)."""
+    if SYS_SECCOMP is None or SPAWNING_CALLS is None:
+        return False
+    program = _spawning_filter()
+    instructions = (_SockFilter * len(program))(*(_SockFilter(*i) for i in program))
+    fprog = _SockFprog(len(program), instructions)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # seccomp's condition for the unprivileged
+    return _libc.syscall(SYS_SECCOMP, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, ctypes.byref(fprog)) == 0
+
+
+def keep_pytorch_in_one_thread() -> None:
+    """``torch.set_num_threads(n)`` leaves PyTorch at one thread, with a warning: past the seccomp
+    filter, OpenMP would fail to start its threads at the next operator and end the kernel."""
+    import torch
+
+    set_num_threads = torch.set_num_threads
+
+    def one_thread(threads: int) -> None:
+        if threads != 1:
+            import warnings
+
+            warnings.warn(f"torch.set_num_threads({threads}) ignored: a grading kernel runs PyTorch in one thread")
+        set_num_threads(1)
+
+    torch.set_num_threads = one_thread
+
+
+def confinement(pid: int | str = "self") -> dict:
+    """What /proc says of process ``pid``: its seccomp mode (SECCOMP_FILTERING once
+    ``forbid_new_threads_and_processes`` ran) and its number of threads; {} once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+    except OSError:
+        return {}
+    return {"seccomp": int(fields.get("Seccomp", "0")), "threads": int(fields.get("Threads", "0"))}
+
+
 def initialize_holding_threads(app) -> list[threading.Thread]:
     """Initialize ipykernel's ``app`` without starting the threads it makes: returned, in their
     order, to be started with ``threading.Thread.start``."""
@@ -145,7 +231,7 @@ def initialize_holding_threads(app) -> list[threading.Thread]:
     return held
 
 
-def spawn(argv: list[str], files: str) -> int:
+def spawn(argv: list[str], files: str, one_thread: bool = True) -> int:
     pid = os.fork()
     if pid:
         _exit_codes.pop(pid, None)  # an earlier process's, if the pid comes round again
@@ -156,18 +242,19 @@ def spawn(argv: list[str], files: str) -> int:
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.closerange(3, 1024)  # the server's pipes and anything else it had open
-        run_kernel(argv, files)
+        run_kernel(argv, files, one_thread)
     finally:
         os._exit(0)
 
 
-def run_kernel(argv: list[str], files: str) -> None:
+def run_kernel(argv: list[str], files: str, one_thread: bool = True) -> None:
     """Become a kernel with ipykernel's ``argv``, working in KERNEL_FOLDER with a copy of
     ``files``, with keyrings of its own (the session keyring is inherited, from the server or
     from the grader for a cold kernel, and writable by whoever holds it; the user's keyrings
     are shared by every process of the user), and confined to its RAM disks once its sockets
     are bound in the scratch folder: no thread of the kernel, no process it starts, can write
-    there or anywhere else outside the sandbox's sized RAM disks."""
+    there or anywhere else outside the sandbox's sized RAM disks. With ``one_thread`` (always, but
+    in the tests of the layers below it), no cell can start a thread or a process."""
     shutil.copytree(files, KERNEL_FOLDER, dirs_exist_ok=True)
     os.chdir(KERNEL_FOLDER)
     os.environ["HOME"] = KERNEL_FOLDER
@@ -198,6 +285,16 @@ def run_kernel(argv: list[str], files: str) -> None:
     confine_writes()
     for thread in [t for t in threads if not isinstance(t, Heartbeat)]:
         threading.Thread.start(thread)
+    if one_thread:
+        keep_pytorch_in_one_thread()
+        # pyzmq sends a large message (a print or a figure past 64 KiB) without a copy, and frees it
+        # in a thread of its own, started at the first one: started now, while it can be
+        from zmq.utils.garbage import gc as zmq_garbage_collector
+
+        zmq_garbage_collector.start()
+        # ipykernel's threads all run (PyTorch, OpenMP and OpenBLAS have one: OMP_NUM_THREADS), and no
+        # cell has run yet: from here on, the student's code runs in this one thread of this one process
+        forbid_new_threads_and_processes()
     app.start()
 
 
@@ -252,7 +349,7 @@ def reset(scratch: str, scratch_link: str) -> tuple[int, bool]:
     killed = 0
     _exit_codes.clear()
     for _ in range(1000):
-        others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+        others = _other_processes()
         if not others:
             break
         killed += len(others)
@@ -272,6 +369,11 @@ def reset(scratch: str, scratch_link: str) -> tuple[int, bool]:
     _remove_sysv_ipc()
     _clear_user_keyrings()
     return killed, clean
+
+
+def _other_processes() -> list[int]:
+    """The sandbox's processes but its init and this server."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
 
 
 def _reap() -> None:
@@ -410,9 +512,11 @@ def serve(scratch_link: str, font_lists: list[str]) -> None:
         request = json.loads(line)
         op = request["op"]
         if op == "spawn":
-            answer = {"pid": spawn(request["argv"], request["files"])}
+            answer = {"pid": spawn(request["argv"], request["files"], request.get("one_thread", True))}
         elif op == "poll":
             answer = {"exit": poll(request["pid"])}
+        elif op == "inspect":
+            answer = {**confinement(request["pid"]), "processes": len(_other_processes())}
         elif op == "kill":
             kill(request["pid"])
             answer = {}
@@ -426,7 +530,7 @@ def serve(scratch_link: str, font_lists: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "--kernel":
-        run_kernel(sys.argv[3:], sys.argv[2])
+    if sys.argv[1] in ("--kernel", "--kernel-with-threads"):
+        run_kernel(sys.argv[3:], sys.argv[2], one_thread=sys.argv[1] == "--kernel")
     else:
         serve(sys.argv[1], sys.argv[2:])

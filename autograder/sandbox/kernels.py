@@ -39,7 +39,7 @@ from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_FOLDER_PREFIX, KERNEL_L
                                       SOCKETS_FOLDER, give_to, make_scratch, remove_scratch, sandbox_command,
                                       sandbox_limits, sandbox_uid, sockets_folder_problem)
 from autograder.sandbox.cgroups import MemoryGroup
-from autograder.sandbox.forkserver import remove
+from autograder.sandbox.forkserver import SECCOMP_FILTERING, remove
 from autograder.sandbox.server import ForkedKernel, ForkServerError, fork_server
 
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
@@ -107,6 +107,9 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
     process_limit = Integer(PROCESSES, help="processes and threads a sandbox may run").tag(config=True)
     work_root = Unicode("", help="where cold kernels' work folders go (default: the system temp dir)").tag(config=True)
     warm = Bool(True, help="fork kernels from a warm fork server instead of starting each cold").tag(config=True)
+    # Off only in the tests of the sandbox's other limits (processes, clean-up), which need a kernel that forks
+    one_thread = Bool(True, help="the kernel's cells can start no thread nor process (a seccomp filter)").tag(
+        config=True)
     client_factory = Type(SandboxedKernelClient)
 
     def _limits(self) -> dict:
@@ -147,13 +150,14 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
         give_to(workdir, self._uid)
         if self._server and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir)
+            kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir, self.one_thread)
             self.provisioner.pid, self.provisioner.pgid = kernel.pid, None
             self._reconcile_connection_info(self.provisioner.connection_info)
             await self._sockets_bound(kernel)
             return
         if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), "--kernel", str(workdir), *kernel_cmd[3:]]
+            launch = "--kernel" if self.one_thread else "--kernel-with-threads"
+            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), launch, str(workdir), *kernel_cmd[3:]]
         kw["cwd"] = str(workdir)
         kw.pop("env", None)  # the sandbox sets its own environment
         # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
@@ -165,6 +169,18 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         if group:
             command, self._memory = group.wrap(command), (group, 0)
         return await super()._async_launch_kernel(command, **kw)
+
+    def confinement(self) -> dict:
+        """The kernel as its fork server sees it from outside: its seccomp mode (``seccomp``,
+        forkserver.SECCOMP_FILTERING once no thread or process can be started), its threads, and
+        the sandbox's other processes (``processes``, the kernel included). {} for a cold kernel,
+        or one whose server is gone."""
+        if not self._server or self.provisioner is None or self.provisioner.process is None:
+            return {}
+        try:
+            return self._server.ask("inspect", pid=self.provisioner.process.pid)
+        except ForkServerError:
+            return {}
 
     def oom_kills(self) -> int:
         """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
@@ -240,6 +256,7 @@ class SandboxedExecute(Execute):
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
         self._notebook_bytes, self._notebook_cut = 0, False
         self._after_hidden, self._interrupted, self._oom_kills_seen = False, False, 0
+        self._at_start: dict | None = None  # the kernel's confinement before its first cell
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
         return super().preprocess(nb, resources, km=km)
@@ -256,10 +273,15 @@ class SandboxedExecute(Execute):
         self._after_hidden = self._after_hidden or holds_hidden_tests(cell)
         self._interrupted = False
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
+        if self._at_start is None:
+            self._at_start = self.km.confinement() if hasattr(self.km, "confinement") else {}
         try:
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
-            if self._interrupted:  # interrupted at its timeout: the kernel answered, but the cell ran out of time
+            if self._spawned():  # whatever else happened: no later cell runs
+                self._stopped = True
+                self._observe(cell, "spawned")
+            elif self._interrupted:  # interrupted at its timeout: the kernel answered, but the cell ran out of time
                 self._stopped = deadline_first
                 self._observe(cell, "notebook_timeout" if deadline_first else "cell_timeout")
             elif self._new_oom_kills():  # the kernel lived on, one of its processes did not
@@ -271,6 +293,18 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             self._observe(cell, "cell_timeout")
         return cell, resources
+
+    def _spawned(self) -> bool:
+        """Whether the kernel runs more threads, or its sandbox more processes, than before the
+        notebook's first cell, as its fork server reads them from outside. A kernel under its
+        seccomp filter (forkserver.forbid_new_threads_and_processes) cannot start any: it is read
+        once. Where Linux refused the filter, it is read after every cell (a thread that ended
+        within its cell goes unseen)."""
+        start = self._at_start
+        if not start or start.get("seccomp") == SECCOMP_FILTERING:
+            return False
+        now = self.km.confinement()
+        return bool(now) and (now["threads"] > start["threads"] or now["processes"] > start["processes"])
 
     def _new_oom_kills(self) -> bool:
         """Whether the OOM killer stopped a process of the kernel's sandbox since the last look

@@ -115,11 +115,11 @@ class ForkServer:
             self._wait_until_ready()
         return self.scratch
 
-    def spawn(self, argv: list[str], files: Path) -> "ForkedKernel":
+    def spawn(self, argv: list[str], files: Path, one_thread: bool = True) -> "ForkedKernel":
         """A new kernel with ``argv`` (ipykernel's arguments), working with a copy of the files in
-        ``files`` (a folder in ``scratch``)."""
+        ``files`` (a folder in ``scratch``), whose cells can start no thread nor process (``one_thread``)."""
         self.dirty = True
-        return ForkedKernel(self, self.ask("spawn", argv=argv, files=str(files))["pid"])
+        return ForkedKernel(self, self.ask("spawn", argv=argv, files=str(files), one_thread=one_thread)["pid"])
 
     def reset(self) -> None:
         if self.dirty and self.process is not None:

@@ -7,9 +7,15 @@ asking for another's submission gets 404, as for one that does not exist. Forms 
 the cookie carry the session's CSRF token; the JSON API takes the bearer token only, which a
 browser never adds by itself. Each token has a rate limit, uploads a size limit, and files
 are read only from the data folder (``Storage``), by submission number.
+
+Failures: every refusal is a 4xx with a one-line reason; the database busy or unreachable, or
+the data folder unwritable (a full disk), is a 503 that says so and keeps nothing half-stored;
+a client that hangs up mid-upload is dropped without a word in the log. ``/health`` is 200 only
+while submissions can be graded (``Grader.problems``), else 503 with the reasons.
 """
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import sys
@@ -25,7 +31,9 @@ from typing import Iterable
 from fastapi import FastAPI, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
@@ -36,7 +44,8 @@ from autograder.results import NotebookResult
 from autograder.submissions import load_notebook
 
 from . import db as tables
-from .db import Database, Person, WebSession, hash_secret, new_secret
+from .class_report_page import add_class_report
+from .db import Database, Person, WebSession, hash_secret, new_secret, one_line
 from .policies import Policies
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -53,6 +62,9 @@ FEEDBACK_MATH = '<script src="/static/mathjax-config.js"></script><script src="/
 FEEDBACK_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
                 "img-src data:; font-src 'self'; frame-ancestors 'self'")
 COOKIE = "autograder_session"
+IDEMPOTENCY_KEY = "Idempotency-Key"  # attention_checks.submit's header: one key per upload, the same on a retry
+DATABASE_DOWN = "the service's database is busy or unreachable; nothing was stored: try again in a minute"
+DISK_DOWN = "the service cannot write its data folder (is the disk full?); nothing was stored: try again later"
 SCORE_BINS = 10  # the instructor's score distribution: 0-10 %, ..., 90-100 %
 
 
@@ -160,8 +172,18 @@ class Service:
         return sub
 
     # -- submitting ---------------------------------------------------------------------------
-    def accept(self, person: Person, data: bytes, filename: str, assignment: str | None) -> tables.Submission:
-        """Check the notebook and the assignment's policy, store the notebook, queue it."""
+    def accept(self, person: Person, data: bytes, filename: str, assignment: str | None,
+               key: str | None = None) -> tuple[tables.Submission, bool]:
+        """Check the notebook and the assignment's policy, store the notebook, queue it; returns
+        it and whether it is new (False: ``key`` named an upload already accepted, returned as it is).
+
+        The count of today's attempts and the insert are one transaction that holds the
+        student's lock (``Database.lock_person``): parallel uploads cannot all pass the count."""
+        if key is not None:
+            with self.database.session() as db:
+                known = self._by_key(db, person, key)
+            if known is not None:
+                return known, False
         if person.role != tables.STUDENT:
             raise HTTPException(403, "only students submit")
         if not filename.endswith(".ipynb"):
@@ -179,23 +201,31 @@ class Service:
         if late and policy.late == "refuse":
             raise HTTPException(403, f"the deadline of {assignment} was {policy.deadline:%Y-%m-%d %H:%M} UTC: "
                                      "late submissions are not accepted")
-        with self.database.session.begin() as db:
+        with self.database.writing.begin() as db:
+            self.database.lock_person(db, person.id)
+            known = self._by_key(db, person, key) if key is not None else None
+            if known is not None:  # the same upload, sent again while the first was being stored
+                return known, False
             if policy.attempts_per_day:
                 today = datetime.combine(moment.date(), day_start(), tzinfo=timezone.utc)
-                used = db.scalar(select(func.count()).select_from(tables.Submission).where(
-                    tables.Submission.person_id == person.id, tables.Submission.assignment == assignment,
-                    tables.Submission.received >= today))
+                used = self.database.attempts_since(db, person.id, assignment, today)
                 if used >= policy.attempts_per_day:
                     raise HTTPException(429, f"you have used today's {policy.attempts_per_day} attempts at "
                                              f"{assignment}; the next one is possible after 00:00 UTC")
             sub = tables.Submission(person_id=person.id, assignment=assignment, notebook=notebook_name,
-                                    filename=Path(filename).name[:300], late=late, state="receiving")
+                                    filename=Path(filename).name[:300], late=late, state="receiving",
+                                    idempotency_key=key)
             db.add(sub)
             db.flush()
             self.storage.save_notebook(sub.id, data)  # on disk before it is queued
             sub.state = tables.QUEUED
         self.grader.notify()
-        return sub
+        return sub, True
+
+    @staticmethod
+    def _by_key(db, person: Person, key: str) -> tables.Submission | None:
+        return db.scalar(select(tables.Submission).where(tables.Submission.person_id == person.id,
+                                                         tables.Submission.idempotency_key == key))
 
     def _which(self, notebook, assignment: str | None) -> tuple[str, str]:
         """The assignment and notebook: as named, else by the course's cells in the notebook."""
@@ -222,6 +252,7 @@ class Service:
                 "filename": sub.filename, "received": tables.as_utc(sub.received).isoformat(), "late": sub.late,
                 "graded": tables.as_utc(sub.graded).isoformat() if sub.graded else None,
                 "state": sub.state, "status": sub.status, "score": sub.score, "max_score": sub.max_score,
+                "written_pending": (sub.result or {}).get("to_grade_by_hand", 0.0),
                 "reason": sub.reason, "url": f"/submissions/{sub.id}"}
         if sub.state == tables.QUEUED:
             with self.database.session() as db:
@@ -252,7 +283,7 @@ class Service:
                                    .order_by(tables.Submission.id)))
         rows = []
         for student in self.students():
-            own = [s for s in subs if s.person_id == student.id]
+            own = [s for s in subs if s.person_id == student.id and s.state != tables.FAILED]  # not attempts
             graded = [s for s in own if s.state == tables.DONE]
             rows.append({"student": student, "attempts": len(own), "pending": len(own) - len(graded),
                          "best": max(graded, key=lambda s: (s.score, s.id)) if graded else None,
@@ -290,6 +321,7 @@ def create_app(service: Service) -> FastAPI:
     if MATHJAX.is_dir():  # before /static, which would answer for it
         app.mount("/static/mathjax", StaticFiles(directory=MATHJAX), name="mathjax")
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    add_class_report(app, service)  # /instructor/report/<assignment>: the class's mistakes
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):
@@ -319,7 +351,7 @@ def create_app(service: Service) -> FastAPI:
 
     def check_csrf(request: Request, token: str) -> None:
         _, session = service.person(request)
-        if session is None or not token or token != session.csrf_token:
+        if session is None or not token or not hmac.compare_digest(token.encode(), session.csrf_token.encode()):
             raise HTTPException(403, "the form is stale or came from another site (CSRF check): reload the page")
 
     @app.exception_handler(_Redirect)
@@ -327,11 +359,19 @@ def create_app(service: Service) -> FastAPI:
         return RedirectResponse(exc.url, status_code=303)
 
     @app.get("/health")
-    def health() -> dict:
-        with service.database.session() as db:
-            queued = db.scalar(select(func.count()).select_from(tables.Submission)
-                               .where(tables.Submission.state != tables.DONE))
-        return {"ok": True, "assignments": service.course.assignments, "waiting": queued}
+    def health() -> JSONResponse:
+        """200 while submissions are graded; 503 with the reasons while they cannot be."""
+        try:
+            with service.database.session() as db:
+                waiting = db.scalar(select(func.count()).select_from(tables.Submission)
+                                    .where(tables.Submission.state.in_((tables.QUEUED, tables.GRADING))))
+            problems = service.grader.problems(waiting)
+            blocked = service.database.write_blocked()
+            problems += [blocked] if blocked else []
+        except SQLAlchemyError as err:
+            waiting, problems = None, [f"the database cannot be read: {one_line(err)}"]
+        return JSONResponse({"ok": not problems, "problems": problems, "assignments": service.course.assignments,
+                             "waiting": waiting}, status_code=503 if problems else 200)
 
     # -- logging in ---------------------------------------------------------------------------
     @app.get("/", response_class=HTMLResponse)
@@ -376,7 +416,8 @@ def create_app(service: Service) -> FastAPI:
     async def upload(request: Request, file: UploadFile, assignment: str = Form(""), csrf: str = Form("")):
         check_csrf(request, csrf)
         person = web_person(request, tables.STUDENT)
-        sub = await run_in_threadpool(service.accept, person, await file.read(), file.filename or "", assignment or None)
+        sub, _ = await run_in_threadpool(service.accept, person, await file.read(), file.filename or "",
+                                         assignment or None)
         return RedirectResponse(f"/submissions/{sub.id}", 303)
 
     @app.get("/submissions/{submission_id}", response_class=HTMLResponse)
@@ -403,16 +444,25 @@ def create_app(service: Service) -> FastAPI:
     # -- the notebook's API (bearer token) ----------------------------------------------------
     @app.post("/api/submissions", status_code=202)
     async def api_submit(request: Request):
+        """202 for a new submission; 200 for an upload already accepted under the same
+        ``Idempotency-Key`` (a client's retry), with what became of it."""
         person = service.require(request, bearer_only=True)
+        key = request.headers.get(IDEMPOTENCY_KEY)
+        if key is not None and not (0 < len(key) <= 64 and key.isascii() and key.isprintable()):
+            raise HTTPException(400, f"the {IDEMPOTENCY_KEY} header must be 1 to 64 printable ASCII characters")
+        body = await request.body()
         try:
-            body = json.loads(await request.body())
-            notebook, filename = body["notebook"], str(body.get("filename") or "notebook.ipynb")
-        except (ValueError, KeyError, TypeError) as err:
+            sent = json.loads(body)
+            notebook, filename = sent["notebook"], str(sent.get("filename") or "notebook.ipynb")
+            assignment = sent.get("assignment") or None
+            if not isinstance(notebook, (str, dict)) or not isinstance(assignment, (str, type(None))):
+                raise TypeError
+            data = (notebook if isinstance(notebook, str) else json.dumps(notebook)).encode()
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
             raise HTTPException(400, 'send JSON: {"notebook": <the notebook>, "filename": "...", '
                                      '"assignment": "..." (optional)}') from err
-        data = (notebook if isinstance(notebook, str) else json.dumps(notebook)).encode()
-        sub = await run_in_threadpool(service.accept, person, data, filename, body.get("assignment") or None)
-        return service.view(person, sub)
+        sub, new = await run_in_threadpool(service.accept, person, data, filename, assignment, key)
+        return JSONResponse(service.view(person, sub), status_code=202 if new else 200)
 
     @app.get("/api/submissions")
     def api_list(request: Request) -> list[dict]:
@@ -459,15 +509,30 @@ def create_app(service: Service) -> FastAPI:
     async def http_error(request: Request, exc: HTTPException):
         """JSON for the API and scripts; a page for a browser."""
         if "text/html" in request.headers.get("accept", "") and not request.url.path.startswith("/api/"):
-            person, _ = getattr(request.state, "who", (None, None))
-            response = TEMPLATES.TemplateResponse(request, "error.html", {"person": person, "csrf": "",
-                                                  "status": exc.status_code, "detail": exc.detail},
-                                                  status_code=exc.status_code)
+            person, session = getattr(request.state, "who", (None, None))
+            response = TEMPLATES.TemplateResponse(request, "error.html", {
+                "person": person, "csrf": session.csrf_token if session else "", "status": exc.status_code,
+                "detail": exc.detail}, status_code=exc.status_code)
         else:
             response = JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
         for key, value in (exc.headers or {}).items():
             response.headers[key] = value
         return response
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_down(request: Request, exc: SQLAlchemyError):
+        print(f"autograder serve: {request.method} {request.url.path}: database: {one_line(exc)}", file=sys.stderr)
+        return await http_error(request, HTTPException(503, DATABASE_DOWN, headers={"Retry-After": "60"}))
+
+    @app.exception_handler(OSError)
+    async def disk_down(request: Request, exc: OSError):
+        print(f"autograder serve: {request.method} {request.url.path}: data folder: {exc}", file=sys.stderr)
+        return await http_error(request, HTTPException(503, DISK_DOWN, headers={"Retry-After": "60"}))
+
+    @app.exception_handler(ClientDisconnect)
+    async def hung_up(request: Request, exc: ClientDisconnect):
+        """The client went away mid-request: nothing was stored, and nobody reads the answer."""
+        return Response(status_code=400)
 
     app.add_middleware(BodyLimit, limit=service.limits.upload_bytes + 64 * 1024)  # room for the form's other fields
     return app

@@ -4,23 +4,36 @@ The submissions table is also the grading queue: a submission is ``queued`` when
 accepted (its notebook already on disk), ``grading`` while a worker has it, and ``done`` once
 its result is stored, in the same transaction that ends its grading. A service killed mid-run
 leaves some rows ``grading`` with no result: they are queued again when it starts
-(``requeue_interrupted``), so every accepted submission gets exactly one result.
+(``requeue_interrupted``), so every accepted submission gets exactly one result. A grading
+that the grader itself failed (a worker killed, the Dask scheduler lost) is queued again too,
+up to ``MAX_TRIES`` times; then the row is ``failed``: no result, and not an attempt (the next
+start queues it again, once the instructor has mended the grader).
+
+Who goes first: each student has at most one submission ``grading`` at a time, and the queue
+takes students in turns (each one's oldest waiting submission, then each one's second...), so a
+student who sends many, or one whose notebook hangs, delays only their own.
 
 SQLite (a file in the data folder) is the default; any SQLAlchemy URL works (PostgreSQL for
 a course whose database lives on its own server).
 """
 from __future__ import annotations
 
+import glob
 import hashlib
+import importlib.util
+import os
 import secrets
+import sqlite3
 from datetime import datetime, timezone
 
-from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, create_engine, event,
-                        select, update)
+from sqlalchemy import (JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint,
+                        create_engine, event, func, inspect, make_url, select, text, update)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 STUDENT, INSTRUCTOR = "student", "instructor"
-QUEUED, GRADING, DONE = "queued", "grading", "done"
+QUEUED, GRADING, DONE, FAILED = "queued", "grading", "done", "failed"
+MAX_TRIES = 3  # gradings the grader itself may fail before a submission is set aside as 'failed'
+BUSY_SECONDS = 30  # SQLite: how long a statement waits for another writer's lock before it fails
 
 
 def now() -> datetime:
@@ -30,6 +43,13 @@ def now() -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes (what was stored was UTC)."""
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's first line, for a log line or a reply: the database driver's own error for
+    SQLAlchemy's, which wrap it with the statement, a link and advice about autoflush."""
+    err = getattr(err, "orig", None) or err
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
 def hash_secret(secret: str) -> str:
@@ -73,6 +93,7 @@ class WebSession(Base):
 
 class Submission(Base):
     __tablename__ = "submissions"
+    __table_args__ = (UniqueConstraint("person_id", "idempotency_key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     person_id: Mapped[str] = mapped_column(ForeignKey("people.id"), index=True)
@@ -89,19 +110,62 @@ class Submission(Base):
     max_score: Mapped[float | None] = mapped_column(Float)
     result: Mapped[dict | None] = mapped_column(JSON)  # NotebookResult.to_json()
     reason: Mapped[str] = mapped_column(Text, default="")
+    # the client's key for one upload (attention_checks.submit sends one): the same key again is
+    # the same submission, not a new attempt
+    idempotency_key: Mapped[str | None] = mapped_column(String(64))
+
+
+def _driver(url: str) -> str:
+    """``postgresql://`` is psycopg2 to SQLAlchemy 2; the requirements install psycopg 3, so the
+    README's URL is read as ``postgresql+psycopg://`` where psycopg2 is not installed."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None:
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return url
 
 
 class Database:
     def __init__(self, url: str):
-        self.url = url
-        sqlite = url.startswith("sqlite")
-        self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30} if sqlite else {})
-        if sqlite:
-            @event.listens_for(self.engine, "connect")
-            def _wal(connection, _record):  # readers do not wait for the grader's writes
-                connection.execute("PRAGMA journal_mode=WAL")
+        self.url = url = _driver(url)
+        self.sqlite = url.startswith("sqlite")
+        self.engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": BUSY_SECONDS}
+                                    if self.sqlite else {}, pool_pre_ping=not self.sqlite)
+        if self.sqlite:
+            _sqlite_transactions(self.engine)
         Base.metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
+        if self.sqlite and self.engine.url.database:  # students' results and the tokens' hashes: the owner's only
+            for path in glob.glob(glob.escape(self.engine.url.database) + "*"):
+                os.chmod(path, 0o600)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
+        # a transaction that takes SQLite's write lock when it begins (PostgreSQL: the rows it locks)
+        self.writing = sessionmaker(self.engine.execution_options(immediate=True), expire_on_commit=False)
+
+    def write_blocked(self, wait: float = 2) -> str | None:
+        """Why nothing can be written now (another program holds SQLite's write lock), or None:
+        what ``/health`` says while uploads and gradings wait for the lock, before they fail."""
+        if not self.sqlite or not self.engine.url.database:
+            return None  # PostgreSQL locks rows, not the database: its failures show as the graders' own
+        probe = sqlite3.connect(self.engine.url.database, timeout=wait, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return None
+        except sqlite3.OperationalError as err:
+            return f"the database cannot be written: {err} (another program holds its write lock?)"
+        finally:
+            probe.close()
+
+    def lock_person(self, db, person_id: str) -> None:
+        """Until ``db`` commits, no other transaction of this person's gets past here: PostgreSQL
+        locks the person's row; SQLite's ``writing`` transactions hold the database's write lock."""
+        db.execute(select(Person.id).where(Person.id == person_id).with_for_update())
+
+    def attempts_since(self, db, person_id: str, assignment: str, since: datetime) -> int:
+        """Submissions that count as attempts: all but those the grader failed."""
+        return db.scalar(select(func.count()).select_from(Submission).where(
+            Submission.person_id == person_id, Submission.assignment == assignment, Submission.received >= since,
+            Submission.state != FAILED))
 
     def person_by_token(self, token: str) -> Person | None:
         if not token:
@@ -113,7 +177,7 @@ class Database:
         """Add or update ``people``; returns id -> new token for each one given a token now (those
         without one, or everyone with ``reissue``: their old tokens stop working)."""
         issued = {}
-        with self.session.begin() as db:
+        with self.writing.begin() as db:
             for person in people:
                 known = db.get(Person, person.id)
                 if known is None:
@@ -127,16 +191,66 @@ class Database:
         return issued
 
     def requeue_interrupted(self) -> int:
-        """Submissions a killed service was grading go back to the queue (they have no result)."""
-        with self.session.begin() as db:
-            return db.execute(update(Submission).where(Submission.state == GRADING).values(state=QUEUED)).rowcount
+        """Submissions a killed service was grading go back to the queue (they have no result), and
+        those the grader failed ``MAX_TRIES`` times get as many tries again."""
+        with self.writing.begin() as db:
+            interrupted = db.execute(update(Submission).where(Submission.state == GRADING)
+                                     .values(state=QUEUED)).rowcount
+            failed = db.execute(update(Submission).where(Submission.state == FAILED)
+                                .values(state=QUEUED, gradings_started=0)).rowcount
+            return interrupted + failed
 
     def claim_next(self) -> Submission | None:
-        """The oldest queued submission, now ``grading`` (threads of one service take turns)."""
-        with self.session.begin() as db:
-            sub = db.scalar(select(Submission).where(Submission.state == QUEUED).order_by(Submission.id)
-                            .limit(1).with_for_update(skip_locked=True))  # PostgreSQL: several services
-            if sub is not None:
-                sub.state = GRADING
-                sub.gradings_started += 1
-            return sub
+        """The next submission in the fair order (the module's docstring), now ``grading``; None
+        when every waiting submission's student already has one being graded."""
+        with self.writing.begin() as db:
+            busy = select(Submission.person_id).where(Submission.state == GRADING)
+            turn = func.row_number().over(partition_by=Submission.person_id, order_by=Submission.id)
+            waiting = (select(Submission.id, turn.label("turn")).where(Submission.state == QUEUED,
+                                                                        Submission.person_id.not_in(busy))
+                       .subquery())
+            for (candidate,) in db.execute(select(waiting.c.id).order_by(waiting.c.turn, waiting.c.id).limit(8)):
+                # claimed only if still queued: another thread (or service, on PostgreSQL) may have taken it
+                if db.execute(update(Submission).where(Submission.id == candidate, Submission.state == QUEUED)
+                              .values(state=GRADING, gradings_started=Submission.gradings_started + 1)).rowcount:
+                    return db.get(Submission, candidate)
+            return None
+
+    def give_back(self, submission_id: int, reason: str) -> str:
+        """A grading the grader failed: queued again, or after ``MAX_TRIES`` set aside as ``failed``
+        (no result, no attempt). Returns the new state."""
+        with self.writing.begin() as db:
+            row = db.get(Submission, submission_id)
+            if row is None or row.state != GRADING:
+                return row.state if row else ""
+            row.state = FAILED if row.gradings_started >= MAX_TRIES else QUEUED
+            row.reason = "" if row.state == QUEUED else (
+                f"the grader failed {row.gradings_started} times ({reason}); this is not counted as an attempt, "
+                "and it is graded again when the service restarts")
+            return row.state
+
+
+def _sqlite_transactions(engine) -> None:
+    """SQLite in WAL mode (readers do not wait for the grader's writes), its transactions begun by
+    SQLAlchemy (pysqlite would begin one only at the first write, after the reads that decide it),
+    ``BEGIN IMMEDIATE`` for the ``writing`` ones: the count of today's attempts and the insert
+    that follows it are one step, whoever else submits at the same moment."""
+    @event.listens_for(engine, "connect")
+    def _connect(connection, _record):
+        connection.isolation_level = None
+        connection.execute("PRAGMA journal_mode=WAL")
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if connection.get_execution_options().get("immediate")
+                                   else "BEGIN")
+
+
+def _add_missing_columns(engine) -> None:
+    """A data folder from an earlier version: the columns added since (all may be NULL)."""
+    present = {c["name"] for c in inspect(engine).get_columns(Submission.__tablename__)}
+    with engine.begin() as connection:
+        for column in Submission.__table__.columns:
+            if column.name not in present and column.nullable:
+                connection.execute(text(f"ALTER TABLE {Submission.__tablename__} ADD COLUMN {column.name} "
+                                        f"{column.type.compile(engine.dialect)}"))

@@ -20,11 +20,14 @@ import os
 import shutil
 import sys
 import threading
+import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from autograder.engine.process import prepare_worker, worker_context
 from autograder.engine.runner import Graded, grade_group
@@ -34,11 +37,12 @@ from autograder.grading.steps import WORKER_MODULES
 from autograder.instructor.gradebook import GradebookRecorder
 from autograder.instructor.lms import Student
 from autograder.options import GradingOptions
-from autograder.results import NotebookResult, Status
+from autograder.results import NotebookResult
 from autograder.submissions import Submission as GraderSubmission
 
 from . import db as tables
-from .db import Database
+from .db import Database, one_line
+from .scores import counted
 from .storage import Storage
 
 
@@ -94,6 +98,12 @@ class LocalEngine:
             pool.submit(os.getpid)
         return pool
 
+    def connect(self) -> None:
+        """Nothing to connect to: a broken pool is replaced in ``grade``."""
+
+    def problem(self) -> None:
+        """Nothing to lose: the workers are this service's own processes."""
+
     def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
         pool = self.pool
         try:
@@ -113,42 +123,98 @@ class LocalEngine:
 
 class DaskEngine:
     """The workers of a Dask scheduler; each makes its course once (a worker plugin) and then
-    grades one notebook at a time, which travels as bytes (workers share no folder with us)."""
+    grades one notebook at a time, which travels as bytes (workers share no folder with us).
+
+    A scheduler that goes away (restarted, its machine rebooted) takes the client and the plugin
+    with it: the grading that saw it fail is handed back (the Grader queues it again), and
+    ``connect``, which the Grader calls before it takes the next submission, connects afresh (to
+    the same address, or the scheduler file's new one) and registers the plugin again; while no
+    scheduler answers, it raises ConnectionError, and the Grader waits and says so on /health."""
 
     def __init__(self, course: Course, options: GradingOptions, address: str | None, scheduler_file: Path | None,
                  timeout: float):
         from autograder.engine import cluster
 
-        self.cluster = cluster
-        self.client = cluster.connect(address, scheduler_file, timeout)
+        self.cluster, self.where, self.timeout = cluster, (address, scheduler_file), timeout
         self.plugin = cluster.CourseOnWorker(cluster.course_files(course, course.assignments), options,
                                              name=f"autograder-service-{uuid.uuid4().hex[:12]}")
-        self.client.register_plugin(self.plugin, name=self.plugin.name)
+        self.lock = threading.Lock()
+        self.client, self.lost = None, False  # lost: a grading failed with the cluster; not connected again yet
+        self.connect()  # a scheduler that cannot be reached at the start: the service does not start
         self.slots = max(1, sum(self.client.nthreads().values()))
 
+    def connect(self) -> None:
+        with self.lock:  # one thread connects; the others find the client it made
+            if self.client is not None:
+                return
+            client = self.cluster.connect(*self.where, self.timeout)  # ConnectionError when it cannot
+            try:
+                client.register_plugin(self.plugin, name=self.plugin.name)
+            except Exception as err:  # noqa: BLE001 - a scheduler lost again at once
+                _close_quietly(client)
+                raise ConnectionError(f"the Dask scheduler took no course plugin: {err}") from err
+            self.client, self.lost = client, False
+
+    def problem(self) -> str | None:
+        """The scheduler lost: its client reconnecting, or a new one being made (both wait)."""
+        client = self.client
+        if self.lost or (client is not None and client.status != "running"):
+            return (f"the Dask cluster at {self.where[0] or self.where[1]} failed a grading or lost its scheduler: "
+                    "connecting to the scheduler again")
+        return None
+
     def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
-        future = self.client.submit(self.cluster.grade_remotely, self.plugin.name,
-                                    [(submission, notebook.read_bytes())], pure=False)
-        return future.result()
+        self.connect()
+        client = self.client
+        try:
+            future = client.submit(self.cluster.grade_remotely, self.plugin.name,
+                                   [(submission, notebook.read_bytes())], pure=False)
+            return future.result()
+        except Exception:
+            # A notebook's own failures come back as its result: this is the cluster's (the scheduler
+            # lost, or restarted without our plugin). The next ``connect`` starts afresh.
+            with self.lock:
+                if self.client is client:
+                    self.client, self.lost = None, True
+                    _close_quietly(client)
+            raise
 
     def close(self) -> None:
-        self.client.close()
+        if self.client is not None:
+            _close_quietly(self.client)
+
+
+def _close_quietly(client) -> None:
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001 - a client whose scheduler is gone may fail to close; it is dropped
+        pass
 
 
 # --------------------------------------------------------------------------
 # the queue's consumers
 
 class Grader:
-    """``engine.slots`` threads, each grading one submission at a time off the database queue."""
+    """``engine.slots`` threads, each grading one submission at a time off the database queue.
+
+    What the grader itself fails at is never a student's: a database or disk error (the database
+    locked by another writer, the disk full) is retried with a growing pause, the claimed
+    submission kept as it is (its result, once made, is kept in memory until it is stored); an
+    engine's failure hands the submission back (``Database.give_back``). ``problems`` says what
+    is wrong now, for ``/health``: a grading thread dead or retrying, the engine unreachable, or
+    submissions waiting while nothing has moved for ``stall_seconds``."""
 
     def __init__(self, database: Database, storage: Storage, course: Course, engine,
-                 gradebook: GradebookRecorder | None = None):
+                 gradebook: GradebookRecorder | None = None, stall_seconds: float = 900):
         self.database, self.storage, self.course, self.engine = database, storage, course, engine
         self.gradebook = gradebook  # an instructor's nbgrader gradebook that each graded notebook goes into
+        self.stall_seconds = stall_seconds
         self.claims = threading.Lock()
         self.wakeup = threading.Condition()
         self.stopping = False
-        self.threads = [threading.Thread(target=self._work, name=f"grader-{n}", daemon=True)
+        self.moved = time.monotonic()  # the last claim or stored result
+        self.trouble: dict[str, str] = {}  # thread name -> what it is retrying, or why it died
+        self.threads = [threading.Thread(target=self._run, name=f"grader-{n}", daemon=True)
                         for n in range(engine.slots)]
 
     def start(self) -> int:
@@ -168,38 +234,91 @@ class Grader:
         self.notify()
         self.engine.close()
 
+    def problems(self, waiting: int) -> list[str]:
+        """What keeps submissions from being graded now (``waiting``: how many are not done)."""
+        trouble = dict(self.trouble)  # a copy: the threads change it meanwhile
+        dead = {thread.name for thread in self.threads if not thread.is_alive() and not self.stopping}
+        found = [f"{name} died: {trouble.get(name, 'no reason given')}" for name in sorted(dead)]
+        found += [f"{name}: {what}" for name, what in sorted(trouble.items()) if name not in dead]
+        lost = self.engine.problem()
+        found += [lost] if lost else []
+        idle = time.monotonic() - self.moved
+        if waiting and idle > self.stall_seconds:
+            found.append(f"{waiting} submissions wait and the queue has not moved for {idle:.0f} s")
+        return found
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        except BaseException as err:  # noqa: BLE001 - said on /health and in the log, then the thread ends
+            if not self.stopping:
+                self.trouble[threading.current_thread().name] = f"{type(err).__name__}: {err}"
+                print(f"autograder serve: {threading.current_thread().name} stopped: {type(err).__name__}: {err}",
+                      file=sys.stderr, flush=True)
+            raise
+
     def _work(self) -> None:
         while not self.stopping:
+            # a lost scheduler: no submission is taken (and none fails for it) until one answers
+            self._retrying("connecting to the grading engine", self.engine.connect)
             with self.claims:
-                sub = self.database.claim_next()
+                sub = self._retrying("claiming the next submission", self.database.claim_next)
             if sub is None:
                 with self.wakeup:
                     self.wakeup.wait(timeout=2)
                 continue
-            self._store(sub, self._grade(sub))
+            self.moved = time.monotonic()
+            graded = self._grade(sub)
+            if graded is None:
+                continue  # handed back: queued again or set aside
+            self._retrying(f"storing the result of submission {sub.id}", self._store, sub, graded)
+            self.moved = time.monotonic()
 
-    def _grade(self, sub: tables.Submission) -> tuple[NotebookResult, str | None]:
+    def _retrying(self, what: str, action, *args):
+        """``action(*args)``, again after a database or disk error, with a pause that doubles up
+        to a minute; the thread's trouble is cleared once it succeeds."""
+        name, pause = threading.current_thread().name, 1.0
+        while True:
+            try:
+                done = action(*args)
+                self.trouble.pop(name, None)
+                return done
+            except (SQLAlchemyError, OSError) as err:
+                if self.stopping:
+                    raise SystemExit from err
+                self.trouble[name] = f"{what} failed, retrying every {pause:.0f} s: {one_line(err)}"
+                print(f"autograder serve: {name}: {self.trouble[name]}", file=sys.stderr, flush=True)
+                time.sleep(pause)
+                pause = min(60.0, 2 * pause)
+
+    def _grade(self, sub: tables.Submission) -> tuple[NotebookResult, str | None] | None:
+        """The result and feedback page; None where the engine failed (the submission handed back)."""
         wanted = GraderSubmission(sub.person_id, sub.assignment, sub.notebook, None)
         try:
             ((result, page),) = self.engine.grade(wanted, self.storage.notebook(sub.id))
-        except Exception as err:  # noqa: BLE001 - a worker that died: this submission's status, not the service's
+        except Exception as err:  # noqa: BLE001 - the grader's failure (a worker killed, the scheduler lost)
             if self.stopping:
                 raise SystemExit from err  # shutting down: it stays 'grading', and is queued again at the next start
-            result = NotebookResult.failed(sub.person_id, sub.assignment, sub.notebook, Status.ERROR,
-                                           self.course.max_score(sub.assignment, sub.notebook),
-                                           f"grading worker failed: {type(err).__name__}: {err}")
-            page = None
+            why = f"{type(err).__name__}: {one_line(err)}"
+            state = self._retrying(f"handing back submission {sub.id}", self.database.give_back, sub.id, why)
+            print(f"autograder serve: grading submission {sub.id} failed in the grader ({why}): "
+                  f"{'queued again' if state == tables.QUEUED else state}", file=sys.stderr, flush=True)
+            if state == tables.QUEUED:
+                time.sleep(1)  # a new pool or scheduler starting
+                self.notify()
+            return None
         return result, page
 
     def _store(self, sub: tables.Submission, graded: tuple[NotebookResult, str | None]) -> None:
         result, page = graded
         self.storage.write_result(sub.id, result, page)
-        with self.database.session.begin() as session:
+        with self.database.writing.begin() as session:
             row = session.get(tables.Submission, sub.id)
             if row.state != tables.GRADING:  # never twice: only the grading that claimed it stores
                 return
             row.state, row.graded = tables.DONE, tables.now()
-            row.status, row.score, row.max_score = result.status.value, result.score, result.max_score
+            score = counted(result)  # what every page shows: written answers that await a person left out
+            row.status, row.score, row.max_score = result.status.value, score.points, score.maximum
             row.reason = result.reason
             row.result = result.to_json()
             person = session.get(tables.Person, sub.person_id)

@@ -7,20 +7,57 @@ sent), and every path is checked to lie inside the folder before it is read or w
     DATA/feedback/<id>.html          the feedback page the grader wrote (hidden tests' code never in it)
     DATA/autograded/<id>.ipynb       the graded notebook (instructors only: formgrader reads these)
     DATA/work/                       the prepared course and the workers' copies (emptied at each start)
+    DATA/service.lock                held by the running service: one service per data folder
+
+The folder is its owner's only (0700: students' notebooks, their results and the tokens'
+hashes), and each file the service writes is 0600.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
 from autograder.results import NotebookResult
 
 
+class DataFolderInUse(RuntimeError):
+    pass
+
+
+def private_folder(root: Path) -> Path:
+    """``root``, made if missing, readable by its owner only (0700; a folder from an earlier
+    version, world-readable, is closed too, and its database file made 0600)."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    for database in root.glob("service.db*"):  # SQLite's file and its WAL, made with the umask's mode
+        os.chmod(database, 0o600)
+    return root.resolve()
+
+
 class Storage:
     def __init__(self, root: Path):
-        self.root = root.resolve()
+        self.root = private_folder(root)
         for folder in ("notebooks", "feedback", "autograded", "work"):
-            (self.root / folder).mkdir(parents=True, exist_ok=True)
+            (self.root / folder).mkdir(mode=0o700, exist_ok=True)
+        self._lock = None
+
+    def lock(self) -> None:
+        """Hold the data folder for this process until it ends: a second service on the same folder
+        would empty the first one's work folder and grade its queue twice over."""
+        handle = open(self.root / "service.lock", "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise DataFolderInUse(f"another service (process {holder}) is using the data folder {self.root}: "
+                                  "stop it first, or give this one a --data folder of its own") from None
+        handle.truncate(0)
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
 
     def _path(self, folder: str, submission_id: int, suffix: str) -> Path:
         path = (self.root / folder / f"{int(submission_id)}{suffix}").resolve()
@@ -53,6 +90,13 @@ class Storage:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """Whole or not at all (a full disk leaves the old file, or none, and no partial one), 0600."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "wb") as file:
+            file.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -8,9 +8,11 @@ committed as an .ipynb generated from its .md (tests/test_site.py checks that th
 agree). The notebook is the chapter's cells as myst-nb reads them, without outputs
 (folded answers become HTML <details>, which notebooks fold; cross-references and
 glued numbers become plain text), plus one setup cell after the title: the chapters import their figure helpers from
-book/plots.py (and possibly other book/*.py modules), which a clone has beside the
-notebook and which Colab downloads from the repository named in _config.yml (the same repository and branch as the exercise
-notebooks' install line). Everything else they import is in Colab's standard image
+book/plots.py (and possibly other book/*.py modules), and chapters 08 to 10 load what the book
+computed while it was built from book/data/ (their models, the results of their experiments,
+the training text); a clone has these beside the notebook, and Colab downloads them from the
+repository named in _config.yml (the same repository and branch as the exercise notebooks'
+install line). Everything else they import is in Colab's standard image
 (torch, numpy, matplotlib, ipywidgets).
 
 The site's Colab button: sphinx-book-theme links a .md page to the .ipynb of the
@@ -32,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 BOOK = REPO / "book"
 
 SETUP = '''\
-# Setup for Colab: this chapter imports the book's own helpers ({names}).
+# Setup for Colab: this chapter imports the book's own helpers and data ({names}).
 # A clone of the repository has them beside this notebook; elsewhere they are downloaded.
 from pathlib import Path
 
@@ -40,6 +42,7 @@ for name in {files!r}:
     if not Path(name).exists():
         import urllib.request
 
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
         urllib.request.urlretrieve("{base}" + name, name)'''
 
 
@@ -64,6 +67,17 @@ def local_modules(nb: nbformat.NotebookNode) -> list[str]:
         found.add(module)
         todo |= _imported((BOOK / f"{module}.py").read_text(), names) - found
     return sorted(f"{name}.py" for name in found)
+
+
+# A data file the book's modules or a chapter's code name: "reversal.pt", "course-text-v1.txt" (book/data/).
+DATA_NAME = re.compile(r"[\"']([\w.-]+\.(?:pt|txt|json))[\"']")
+
+
+def data_files(nb: nbformat.NotebookNode, modules: list[str]) -> list[str]:
+    """The files of book/data/ that the notebook's code or the modules it imports name."""
+    texts = [c.source for c in nb.cells if c.cell_type == "code"] + [(BOOK / m).read_text() for m in modules]
+    names = {name for text in texts for name in DATA_NAME.findall(text)}
+    return sorted(f"data/{name}" for name in names if (BOOK / "data" / name).is_file())
 
 
 def _toc_files(entries: list) -> list[str]:
@@ -134,7 +148,8 @@ def notebook(source: Path) -> nbformat.NotebookNode:
     nb = read_myst_markdown_notebook(source.read_text(), path=source)
     nb.metadata.pop("jupytext", None)  # the .ipynb is not paired; it is generated
     nb.metadata["colab"] = {"provenance": []}
-    files = local_modules(nb)
+    modules = local_modules(nb)
+    files = modules + data_files(nb, modules)
     if files:
         setup = SETUP.format(names=", ".join(f"book/{f}" for f in files), files=files, base=raw_base())
         nb.cells.insert(1, nbformat.v4.new_code_cell(setup, metadata={"tags": ["colab-setup"]}))

@@ -1,0 +1,393 @@
+"""The submission service under the faults an instructor meets, injected into a real server on a
+port: the database locked by another writer, a data folder that cannot be written, a grading
+worker killed, a hanging notebook, a second service on the same data folder, hostile requests.
+The service must grade every accepted submission once, charge no student for its own failure,
+refuse with a 4xx or 503 and a reason, and say on ``/health`` what is wrong while it is."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from autograder.service.db import MAX_TRIES
+from classroom import REPO
+from classroom.service import (Server, client, course_source, notebook_text, start_service as started, submit_notebook,
+                               wait_done)
+
+pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
+
+HANG = {"attention_scores": "import time\ntime.sleep(3600)\n"}  # a notebook that never finishes a cell
+
+
+def health(server: Server) -> tuple[int, dict]:
+    reply = httpx.get(f"{server.url}/health", timeout=60)
+    return reply.status_code, reply.json()
+
+
+def wait_unhealthy(server: Server, words: str, timeout: float = 180) -> dict:
+    """Until ``/health`` is 503 with a problem that says ``words``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, said = health(server)
+        if status == 503 and any(words in problem for problem in said["problems"]):
+            return said
+        time.sleep(1)
+    raise TimeoutError(f"/health never said {words!r}: {said}")
+
+
+def rows(data) -> dict[int, tuple]:
+    with sqlite3.connect(data / "service.db") as database:
+        return {r[0]: r[1:] for r in database.execute(
+            "select id, person_id, state, gradings_started, score from submissions")}
+
+
+def assert_quiet_log(server: Server) -> None:
+    log = server.log.read_text()
+    assert "Traceback" not in log, log
+
+
+# --------------------------------------------------------------------------
+# the grader survives the database and the disk
+
+
+def test_a_locked_database_is_waited_out_and_health_says_so(tmp_path):
+    ctx = started(tmp_path)
+    try:
+        first = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
+        assert first.status_code == 202, first.text
+        # another writer (a backup, an sqlite3 shell) holds the database's write lock for longer
+        # than SQLite's 30 s wait, while ann's notebook is graded and bob uploads
+        lock = sqlite3.connect(ctx.data / "service.db", isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                during = pool.submit(submit_notebook, ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+                said = wait_unhealthy(ctx.server, "database is locked")
+                assert not said["ok"]
+                refused = during.result()
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert refused.status_code == 503 and "database" in refused.json()["detail"]
+        assert refused.headers["retry-after"]
+        assert ctx.server.wait_healthy()["ok"]  # the grading threads carried on by themselves
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            view = wait_done(http, first.json()["id"])
+            assert (view["status"], view["score"]) == ("ok", 8)
+        with client(ctx.server, ctx.tokens["bob"]) as http:  # nothing half-stored, no attempt used
+            assert http.get("/api/submissions").json() == []
+    finally:
+        ctx.server.stop()
+    assert [r[2] for r in rows(ctx.data).values()] == [1]  # graded once
+    assert_quiet_log(ctx.server)
+
+
+def test_a_data_folder_that_cannot_be_written_is_retried_and_uploads_get_503(tmp_path):
+    ctx = started(tmp_path)
+    feedback, notebooks = ctx.data / "feedback", ctx.data / "notebooks"
+    try:
+        feedback.rename(ctx.data / "feedback-away")  # where the grader writes: now a file (a full disk's OSError)
+        feedback.write_text("in the way")
+        first = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
+        assert first.status_code == 202, first.text
+        said = wait_unhealthy(ctx.server, f"storing the result of submission {first.json()['id']}")
+        assert any("Not a directory" in problem for problem in said["problems"]), said
+        notebooks.rename(ctx.data / "notebooks-away")
+        notebooks.write_text("in the way")
+        refused = submit_notebook(ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+        assert refused.status_code == 503 and "data folder" in refused.json()["detail"], refused.text
+        for folder in (feedback, notebooks):
+            folder.unlink()
+            (ctx.data / f"{folder.name}-away").rename(folder)
+        assert ctx.server.wait_healthy()["ok"]
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            view = wait_done(http, first.json()["id"])
+            assert view["score"] == 8 and http.get(view["feedback_url"]).status_code == 200
+        with client(ctx.server, ctx.tokens["bob"]) as http:
+            assert http.get("/api/submissions").json() == []
+    finally:
+        ctx.server.stop()
+    assert_quiet_log(ctx.server)
+
+
+# --------------------------------------------------------------------------
+# the engine's failures are the grader's, not the student's
+
+
+def live_workers(data, killed: set[int]) -> list[int]:
+    """The grading workers' process ids (each copies the course to DATA/work/course-PID)."""
+    pids = [int(p.name.removeprefix("course-")) for p in (data / "work").glob("course-*")]
+    return [pid for pid in pids if pid not in killed and os.path.exists(f"/proc/{pid}")]
+
+
+def test_a_killed_grading_worker_requeues_and_costs_no_attempt(tmp_path):
+    ctx = started(tmp_path, policies={"attempts_per_day": 1})
+    killed: set[int] = set()
+    try:
+        sub = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann")).json()["id"]
+        for attempt in range(1, MAX_TRIES + 1):  # kill the worker each time the submission is being graded
+            deadline = time.monotonic() + 300
+            while not (rows(ctx.data)[sub][1:3] == ("grading", attempt) and live_workers(ctx.data, killed)):
+                assert time.monotonic() < deadline, rows(ctx.data)
+                time.sleep(0.2)
+            for pid in live_workers(ctx.data, killed):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            deadline = time.monotonic() + 300
+            while (view := http.get(f"/api/submissions/{sub}").json())["state"] != "failed":
+                assert time.monotonic() < deadline, view
+                time.sleep(0.5)
+            assert view["score"] is None and "not counted as an attempt" in view["reason"]
+            # today's one attempt is still ann's: the next upload is accepted and graded
+            again = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
+            assert again.status_code == 202, again.text
+            assert wait_done(http, again.json()["id"])["score"] == 8
+            assert submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann")).status_code == 429
+        assert health(ctx.server)[0] == 200
+    finally:
+        ctx.server.stop()
+    log = ctx.server.log.read_text()
+    assert log.count(f"grading submission {sub} failed in the grader") == MAX_TRIES
+    # the next start queues the set-aside submission again, and grades it
+    ctx.server.start()
+    try:
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            assert wait_done(http, sub)["score"] == 8
+    finally:
+        ctx.server.stop()
+
+
+# --------------------------------------------------------------------------
+# fairness: a hanging notebook delays only its sender
+
+
+def test_a_hanging_notebook_delays_only_its_sender(tmp_path):
+    ctx = started(tmp_path, ("ann", "bob"), "--notebook-timeout", "300", "--stall-minutes", "0.5", jobs=2)
+    try:
+        hung = [submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann", HANG)).json()["id"]
+                for _ in range(2)]
+        bob = submit_notebook(ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob")).json()["id"]
+        started_at = time.monotonic()
+        with client(ctx.server, ctx.tokens["bob"]) as http:
+            assert wait_done(http, bob, timeout=240)["score"] == 8
+        waited = time.monotonic() - started_at
+        states = rows(ctx.data)
+        # ann's first hangs in one worker; her second waits for it (one notebook per student at a
+        # time), so bob's took the other worker
+        assert (states[hung[0]][1], states[hung[1]][1]) == ("grading", "queued"), states
+        assert waited < 240
+        # then nothing moves while ann's first hangs: after --stall-minutes, /health says so
+        said = wait_unhealthy(ctx.server, "the queue has not moved")
+        assert any("2 submissions wait" in problem for problem in said["problems"]), said
+    finally:
+        ctx.server.stop()
+
+
+# --------------------------------------------------------------------------
+# refusals: a 4xx with a reason, never a 500 or a traceback
+
+
+def test_bad_requests_are_refused_with_a_reason_and_no_traceback(tmp_path):
+    ctx = started(tmp_path)
+    try:
+        url, token = ctx.server.url, ctx.tokens["ann"]
+        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        cases = {
+            "nested": ("[" * 100_000 + "]" * 100_000, 400),
+            "not JSON": ("{notebook:", 400),
+            "a list": ("[1, 2]", 400),
+            "no notebook": ('{"filename": "a.ipynb"}', 400),
+            "a number as notebook": ('{"notebook": 3, "filename": "a.ipynb"}', 400),
+            "too large": ('{"notebook": "' + "x" * (11 * 1024**2) + '"}', 413),
+        }
+        for name, (body, status) in cases.items():
+            reply = httpx.post(f"{url}/api/submissions", content=body, headers=headers, timeout=60)
+            assert reply.status_code == status, (name, reply.text)
+            assert reply.json()["detail"] and "\n" not in reply.json()["detail"], name
+        bad_key = httpx.post(f"{url}/api/submissions", content="{}", timeout=60,
+                             headers={**headers, "Idempotency-Key": "x" * 65})
+        assert bad_key.status_code == 400 and "Idempotency-Key" in bad_key.json()["detail"]
+        # clients that hang up halfway through an upload
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", ctx.server.port)) as raw:
+                raw.sendall(f"POST /api/submissions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                            "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{\"notebook\": ".encode())
+        time.sleep(2)
+        assert health(ctx.server)[0] == 200
+    finally:
+        ctx.server.stop()
+    assert_quiet_log(ctx.server)
+
+
+def test_an_upload_sent_again_with_its_key_is_one_submission(tmp_path):
+    ctx = started(tmp_path, policies={"attempts_per_day": 2})
+    try:
+        text = notebook_text(tmp_path, "ann")
+        with ThreadPoolExecutor(4) as pool:  # the same upload, sent again while the first is stored
+            replies = list(pool.map(lambda _: submit_notebook(ctx.server, ctx.tokens["ann"], text, key="k-1"),
+                                    range(4)))
+        assert {r.json()["id"] for r in replies} == {replies[0].json()["id"]}
+        assert sorted(r.status_code for r in replies) == [200, 200, 200, 202]
+        other = submit_notebook(ctx.server, ctx.tokens["ann"], text, key="k-2")
+        assert other.status_code == 202  # a new key is a new attempt: the second of two
+        assert submit_notebook(ctx.server, ctx.tokens["ann"], text, key="k-1").status_code == 200
+        # bob's key is his own: the same key from another student is another submission
+        assert submit_notebook(ctx.server, ctx.tokens["bob"], text, key="k-1").status_code == 202
+    finally:
+        ctx.server.stop()
+
+
+# --------------------------------------------------------------------------
+# the data folder: private, one service, a clear refusal to start
+
+
+def test_the_data_folder_is_private_and_held_by_one_service(tmp_path):
+    ctx = started(tmp_path)
+    try:
+        sub = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann")).json()["id"]
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            wait_done(http, sub)
+        assert ctx.data.stat().st_mode & 0o777 == 0o700
+        for path in (ctx.data / "service.db", ctx.data / "notebooks" / f"{sub}.ipynb",
+                     ctx.data / "feedback" / f"{sub}.html", ctx.data / "autograded" / f"{sub}.ipynb"):
+            assert path.stat().st_mode & 0o777 == 0o600, path
+        second = subprocess.run([sys.executable, "-m", "autograder", "serve", "--data", str(ctx.data), "--source",
+                                 str(ctx.source), "--port", "9"], cwd=REPO, capture_output=True, text=True,
+                                timeout=600)
+        assert second.returncode == 2 and "another service" in second.stderr, second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert health(ctx.server)[0] == 200  # the first one serves on, its work folder untouched
+    finally:
+        ctx.server.stop()
+
+
+@pytest.mark.parametrize("where", ["data folder", "database"])
+def test_an_unusable_data_folder_or_database_is_one_line_and_exit_2(tmp_path, where):
+    (tmp_path / "file").write_text("not a folder")
+    args = ["--data", str(tmp_path / "file" / "data")] if where == "data folder" else \
+        ["--data", str(tmp_path / "data"), "--db", "postgresql://nobody@127.0.0.1:1/course"]
+    done = subprocess.run([sys.executable, "-m", "autograder", "serve", *args, "--source",
+                           str(course_source(tmp_path)), "--port", "9"], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 2 and f"cannot use the {where}" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_log_out_works_from_an_error_page(tmp_path):
+    ctx = started(tmp_path)
+    try:
+        with client(ctx.server) as browser:
+            assert browser.post("/login", data={"token": ctx.tokens["ann"]}).status_code == 303
+            page = browser.get("/submissions/999", headers={"Accept": "text/html"})
+            assert page.status_code == 404
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+            assert browser.post("/logout", data={"csrf": csrf}).status_code == 303
+            assert browser.get("/me").status_code == 303  # logged out: back to the login page
+    finally:
+        ctx.server.stop()
+
+
+def test_proxy_headers_are_believed_only_from_the_named_proxy(tmp_path):
+    """The login limiter counts by address: a local client's X-Forwarded-For must not give it
+    a fresh address per request unless it is the proxy the instructor named."""
+    ctx = started(tmp_path, ("ann",), "--rate-limit", "5")
+    try:
+        codes = [httpx.post(f"{ctx.server.url}/login", data={"token": "wrong"}, timeout=60,
+                            headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(7)]
+        assert codes[:5] == [200] * 5 and codes[5:] == [429] * 2, codes
+    finally:
+        ctx.server.stop()
+    ctx.server.extra = (*ctx.server.extra, "--trusted-proxy", "127.0.0.1")
+    ctx.server.start()
+    try:
+        codes = [httpx.post(f"{ctx.server.url}/login", data={"token": "wrong"}, timeout=60,
+                            headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(7)]
+        assert codes == [200] * 7, codes  # each a student behind the proxy, counted apart
+    finally:
+        ctx.server.stop()
+
+
+# --------------------------------------------------------------------------
+# the student's client: a dropped connection
+
+
+class DroppingProxy:
+    """A TCP relay to the service that, for the first ``drops`` requests, passes the request on
+    and hangs up before the answer comes back: the upload arrived, the student saw nothing."""
+
+    def __init__(self, target_port: int, drops: int):
+        self.target, self.drops = target_port, drops
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            with downstream, socket.create_connection(("127.0.0.1", self.target)) as upstream:
+                request = _read_message(downstream)
+                upstream.sendall(request)
+                answer = _read_message(upstream)
+                if self.drops:
+                    self.drops -= 1  # the service has it; the client gets no answer
+                    continue
+                downstream.sendall(answer)
+
+    def close(self) -> None:
+        """No more connections: shut down first, which wakes the thread's accept (close alone does not)."""
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already shut
+            pass
+        self.listener.close()
+        self.thread.join(timeout=10)
+
+
+def _read_message(sock: socket.socket) -> bytes:
+    """One HTTP/1.1 message: its head, then Content-Length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1)) if b"ontent-" in head else 0
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_submit_sends_again_after_a_dropped_connection_and_is_counted_once(tmp_path, monkeypatch, capsys):
+    from attention_checks import submit as client_module
+
+    monkeypatch.setattr(client_module, "RESEND_PAUSES", (0.5, 0.5))
+    ctx = started(tmp_path, ("ann",), policies={"attempts_per_day": 2})
+    notebook = tmp_path / "self_attention.ipynb"
+    notebook.write_text(notebook_text(tmp_path, "ann"))
+    proxy = DroppingProxy(ctx.server.port, drops=1)
+    try:
+        sub = client_module.submit(f"http://127.0.0.1:{proxy.port}", ctx.tokens["ann"], path=notebook, wait=0)
+        printed = capsys.readouterr().out
+        assert "no answer from the submission service" in printed and "The service has it, once" in printed
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            assert [s["id"] for s in http.get("/api/submissions").json()] == [sub["id"]]  # one attempt of two
+        proxy.close()
+        # a service that cannot be reached at all: the student is told it may have arrived, and where to look
+        with pytest.raises(client_module.SubmitError, match="may have arrived: look at"):
+            client_module.submit(f"http://127.0.0.1:{proxy.port}", ctx.tokens["ann"], path=notebook, wait=0)
+    finally:
+        proxy.close()
+        ctx.server.stop()
