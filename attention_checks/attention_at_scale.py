@@ -23,8 +23,8 @@ make no tensor larger than its inputs, its output or one (block, block) tile of 
 are errors of the case, so that such a case earns nothing, and the grader reads their message.
 
 cached_decoding runs the student's GroupedQueryAttention on the chunks one after the other with a
-cache of the course's (``GivenKVCache``), and returns every chunk's output, concatenated, and the
-keys the cache holds at the end.
+static cache of the course's (``GivenKVCache``, sized for the whole sequence), and returns every
+chunk's output, concatenated, and the keys the cache holds at the end.
 """
 
 from __future__ import annotations
@@ -255,23 +255,43 @@ check_grouped_query_attention = declare(Check(
 
 
 class GivenKVCache:
-    """A correct cache, handed to the student's module (so that this check depends on the
-    module only): keys and values (B, kv heads, positions, head_dim), None while empty."""
+    """The cache the cached_decoding check hands the student's module: a *static* cache, sized
+    for ``max_positions`` when made (as a serving engine preallocates one), whose update writes
+    the new positions into place and returns views of those filled so far, (B, kv heads,
+    positions, head_dim); ``keys`` and ``values`` are None while empty. The check depends on the
+    student's module only, and a grading kernel holds no answer to KVCache, which grows with
+    every update and is made without arguments."""
 
-    def __init__(self):
-        self.keys = self.values = None
+    def __init__(self, max_positions: int):
+        self.max_positions, self.filled = max_positions, 0
+        self._keys = self._values = None  # (B, kv heads, max_positions, head_dim), made at the first update
 
     def __len__(self):
-        return 0 if self.keys is None else self.keys.shape[-2]
+        return self.filled
+
+    @property
+    def keys(self):
+        return None if self._keys is None else self._keys[..., :self.filled, :]
+
+    @property
+    def values(self):
+        return None if self._values is None else self._values[..., :self.filled, :]
 
     def update(self, k, v):
-        self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=-2)
-        self.values = v if self.values is None else torch.cat([self.values, v], dim=-2)
+        if self._keys is None:
+            B, H, _, d = k.shape
+            self._keys = k.new_zeros(B, H, self.max_positions, d)
+            self._values = v.new_zeros(B, H, self.max_positions, v.shape[-1])
+        end = self.filled + k.shape[-2]
+        self._keys[..., self.filled:end, :] = k
+        self._values[..., self.filled:end, :] = v
+        self.filled = end
         return self.keys, self.values
 
 
 def _decoding_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
-    module, x, cache = _loaded_module(cls, inputs), inputs.args["x"], GivenKVCache()
+    module, x = _loaded_module(cls, inputs), inputs.args["x"]
+    cache = GivenKVCache(max_positions=sum(spec["steps"]))
     outputs, start = [], 0
     for t in spec["steps"]:
         outputs.append(module(x[:, start:start + t], cache))  # (B, t, d_model)

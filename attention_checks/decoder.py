@@ -24,8 +24,10 @@ at padded target positions are not compared (set to 0 on both sides).
 Modules are checked as PyTorch's: the student's class is built with the case's arguments, given
 the weights of the PyTorch module (random, every layer its own) with load_state_dict, put in eval
 mode and called; the references are nn.TransformerDecoderLayer, nn.TransformerDecoder and
-nn.Transformer (batch_first=True) in float64 on the CPU. Decoder gets a correct layer from this
-module (GivenDecoderLayer), so that its check depends on the student's Decoder only.
+nn.Transformer (batch_first=True) in float64 on the CPU. Decoder gets a layer from this module
+(GivenDecoderLayer, pre-norm: not the post-norm layer the assignment asks for, so that a grading
+kernel holds no answer to DecoderLayer), so that its check depends on the student's Decoder only;
+its reference is nn.TransformerDecoder of norm_first layers.
 greedy_decode is run with ToyTranslator, a small fixed causal model; training builds a model
 around the student's Transformer and records the loss of every step.
 """
@@ -149,8 +151,9 @@ LAYER_DEFAULTS = dict(batch=2, T=5, S=6, E=8, nhead=2, F=16, dropout=0.1, tgt_ma
                       tgt_padding=False, src_padding=False, dtype="float32")
 
 
-def torch_layer(c: Spec) -> nn.TransformerDecoderLayer:
-    return nn.TransformerDecoderLayer(c["E"], c["nhead"], c["F"], c["dropout"], batch_first=True)
+def torch_layer(c: Spec, norm_first: bool = False) -> nn.TransformerDecoderLayer:
+    return nn.TransformerDecoderLayer(c["E"], c["nhead"], c["F"], c["dropout"], batch_first=True,
+                                      norm_first=norm_first)
 
 
 # --------------------------------------------------------------------------
@@ -175,8 +178,10 @@ check_decoder_layer = declare(Check(
 
 
 class GivenDecoderLayer(nn.Module):
-    """A correct post-norm decoder layer with PyTorch's names, handed to the student's Decoder
-    (so that the Decoder check depends on the stack only)."""
+    """The layer the Decoder check hands the student's Decoder: a correct *pre-norm* layer
+    (x + Sublayer(LayerNorm(x)), as nn.TransformerDecoderLayer(norm_first=True)) with PyTorch's
+    parameter names, so that the check depends on the student's stack only. It is not the
+    post-norm layer the assignment asks for: a grading kernel holds no answer to DecoderLayer."""
 
     def __init__(self, d_model, nhead, dim_feedforward, dropout):
         super().__init__()
@@ -189,16 +194,18 @@ class GivenDecoderLayer(nn.Module):
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, **_):
-        x = self.norm1(tgt + self.dropout(self.self_attn(tgt, tgt, tgt, attn_mask=tgt_mask,
-                                                         key_padding_mask=tgt_key_padding_mask)[0]))
-        x = self.norm2(x + self.dropout(self.multihead_attn(x, memory, memory, attn_mask=memory_mask,
-                                                            key_padding_mask=memory_key_padding_mask)[0]))
-        return self.norm3(x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(x))))))
+        h = self.norm1(tgt)
+        x = tgt + self.dropout(self.self_attn(h, h, h, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask)[0])
+        h = self.norm2(x)
+        x = x + self.dropout(self.multihead_attn(h, memory, memory, attn_mask=memory_mask,
+                                                 key_padding_mask=memory_key_padding_mask)[0])
+        return x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(self.norm3(x))))))
 
 
-def torch_decoder(c: Spec) -> nn.TransformerDecoder:
+def torch_decoder(c: Spec, norm_first: bool = False) -> nn.TransformerDecoder:
+    """nn.TransformerDecoder of the case; of pre-norm layers, as GivenDecoderLayer, with ``norm_first``."""
     norm = nn.LayerNorm(c["E"]) if c["norm"] else None
-    return nn.TransformerDecoder(torch_layer(c), c["num_layers"], norm=norm)
+    return nn.TransformerDecoder(torch_layer(c, norm_first), c["num_layers"], norm=norm)
 
 
 def _decoder_inputs(c: Spec, gen: torch.Generator) -> Inputs:
@@ -207,7 +214,7 @@ def _decoder_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     state = random_state(shapes_of(lambda: torch_decoder(c)), gen, dtype)
     layer = shapes_of(lambda: GivenDecoderLayer(c["E"], c["nhead"], c["F"], c["dropout"]))
     options = dict(norm=shapes_of(lambda: nn.LayerNorm(c["E"]))) if c["norm"] else {}
-    note = f"({c['num_layers']} layers{', a final norm' if c['norm'] else ''}" + (f"; {note[1:]}" if note else ")")
+    note = f"({c['num_layers']} pre-norm layers{', a final norm' if c['norm'] else ''}" + (f"; {note[1:]}" if note else ")")
     return Inputs(args, kwargs, extra=dict(init=(layer, c["num_layers"]), options=options, state=state), note=note)
 
 

@@ -11,10 +11,11 @@ known mistake's outputs with its hint, and writes them into ``visible/``:
 * ``<assignment>.pt``    those tensors, a flat dict of plain tensors (loaded with
   ``weights_only=True``: data, never code).
 
-Here ``PUBLISHED`` reads them back as ``answers.judging`` asks (expected outputs, mistakes, crash
-hints), so that a visible test says what the references would say. A mistake recognised by a test
-on the student's outputs (``Mistake.fits``, code) and a check's own reading of a crash are not
-data: the student's notebook gives the generic hints there, the grader the sharper ones. A case
+Here ``PUBLISHED`` reads them back as ``answers.judging`` asks (expected outputs, mistakes), so
+that a visible test says what the references would say. What reads a student's outputs without
+computing an answer ships as code: a check's own reading of a crash (``answers.crashes``, from
+the error and the inputs) and the tests of the mistakes that are not one output
+(``answers.fits``, whose arguments, the right answer among them, are in the data). A case
 not in the data (a visible test whose cases were edited) is not judged here: the report says so.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .answers.judging import Mistake, NotPublished
+from .answers.judging import Fit, Mistake, NotPublished
 
 if TYPE_CHECKING:
     from .answers.judging import Judged
@@ -80,14 +81,27 @@ def paths(assignment: str, folder: Path = FOLDER) -> tuple[Path, Path]:
     return folder / f"{assignment}.json", folder / f"{assignment}.pt"
 
 
+def _encode_mistake(mistake: dict[str, Any], tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    fit = mistake.get("fits")
+    return {"hint": mistake["hint"], "outputs": encode(mistake["outputs"], tensors),
+            "fits": None if fit is None else {"test": fit.test, "args": encode(fit.args, tensors)}}
+
+
+def _decode_mistake(mistake: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Mistake:
+    fit = mistake.get("fits")
+    return Mistake(mistake["hint"], decode(mistake["outputs"], tensors),
+                   None if fit is None else Fit(fit["test"], decode(fit["args"], tensors)))
+
+
 def write(assignment: str, cases: list[dict[str, Any]], folder: Path) -> list[Path]:
     """Write one assignment's data; ``cases``: dicts of check, case (its key), expected, mistakes
-    (each a dict of hint and outputs). Returns the files written."""
+    (each a dict of hint, outputs and fits, a judging.Fit or None), structure_share (what the right
+    structure earns with wrong values). Returns the files written."""
     tensors: dict[str, torch.Tensor] = {}
     manifest = {"format": FORMAT, "assignment": assignment,
                 "cases": [{"check": c["check"], "case": c["case"], "expected": encode(c["expected"], tensors),
-                           "mistakes": [{"hint": m["hint"], "outputs": encode(m["outputs"], tensors)}
-                                        for m in c["mistakes"]]} for c in cases]}
+                           "mistakes": [_encode_mistake(m, tensors) for m in c["mistakes"]],
+                           "structure_share": c["structure_share"]} for c in cases]}
     folder.mkdir(parents=True, exist_ok=True)
     manifest_path, tensors_path = paths(assignment, folder)
     manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False, sort_keys=True) + "\n",
@@ -106,8 +120,8 @@ def load(folder: Path = FOLDER) -> dict[tuple[str, str], dict[str, Any]]:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         tensors = torch.load(manifest_path.with_suffix(".pt"), map_location="cpu", weights_only=True)
         found.update({(c["check"], c["case"]): {"expected": decode(c["expected"], tensors),
-                                                "mistakes": [Mistake(m["hint"], decode(m["outputs"], tensors))
-                                                             for m in c["mistakes"]]}
+                                                "mistakes": [_decode_mistake(m, tensors) for m in c["mistakes"]],
+                                                "structure_share": c["structure_share"]}
                       for c in manifest["cases"]})
     return found
 
@@ -134,8 +148,8 @@ class Published:
     def mistakes(self, check: "Check", case: "Judged") -> list[Mistake]:
         return self._case(check, case.key)["mistakes"]
 
-    def crash(self, check: "Check", case: "Judged", error: str) -> list[str]:
-        return []  # a check's own reading of a crash is code of its answers module: the generic hints
+    def structure_share(self, check: "Check", key: str) -> float:
+        return self._case(check, key)["structure_share"]
 
 
 PUBLISHED = Published()

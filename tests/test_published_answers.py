@@ -4,10 +4,7 @@ Students get no reference: their checks judge the visible cases from the answers
 publishes as data (attention_checks.published, written by autograder.grading.release). For every
 assignment, the model solution and every buggy simulated student of tests/corpus/ run the released notebook's test cells
 in-process; each check's outcomes are judged twice, once by the references and once by the data,
-and the two reports (points, every line, every hint) must be the same. Where a check's hints are
-code that the data cannot hold (a check's own reading of a crash; a mistake recognised by a test on
-the student's outputs, ``Mistake.fits``), its reports must give the same points; their hints may
-differ (the generic ones instead), and are counted (pytest -s)."""
+and the two reports (points, every line, every hint) must be the same."""
 from __future__ import annotations
 
 import contextlib
@@ -41,38 +38,27 @@ def _visible_cells(assignment: str) -> list[str]:
             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade") and "check_" in c.source]
 
 
-def _hints_in_code(check) -> bool:
-    """Whether some hint of ``check`` is code, not data: a check's own reading of a crash, or a
-    mistake recognised by a test on the student's outputs (on one of its visible cases)."""
-    if judging.answer_for(check).crash is not None:
-        return True
-    cases = [case for calls in (release.visible_calls(REPO / "exercises", a) for a in ASSIGNMENTS)
-             for call in calls if call.check is check for case in call.cases]
-    return any(m.fits is not None for case in cases
-               for m in judging.REFERENCES.mistakes(check, judging.judged(check, case, judging.REFERENCES)))
+def _not_installed(check):
+    raise ModuleNotFoundError(f"{check.answers_module} is not published: the data's judging must not need it")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_every_corpus_student_gets_the_same_visible_verdicts_and_hints(assignment, data, monkeypatch):
     source = published.Published(data)
     judge = judging.judge
-    compared, differences, in_code = [], [], {}
+    compared, differences = [], []
 
     def both(check, cases, outcomes, **kwargs):
         by_references = judge(check, cases, outcomes, source=judging.REFERENCES, **kwargs)
-        by_data = judge(check, cases, outcomes, source=source, **kwargs)
+        with monkeypatch.context() as students_side:  # as where the answers modules are not installed
+            students_side.setattr(judging, "answer_for", _not_installed)
+            by_data = judge(check, cases, outcomes, source=source, **kwargs)
         compared.append(check.name)
         if (by_data.score, by_data.text) != (by_references.score, by_references.text):
-            if check.name not in in_code:
-                in_code[check.name] = _hints_in_code(check)
-            if by_data.score != by_references.score or not in_code[check.name]:
-                differences.append(f"{student}: {check.name}\n--- references:\n{by_references.text}\n"
-                                   f"--- data:\n{by_data.text}")
-            else:
-                hinted.append(f"{student}: {check.name}")
+            differences.append(f"{student}: {check.name}\n--- references:\n{by_references.text}\n"
+                               f"--- data:\n{by_data.text}")
         return by_references
 
-    hinted: list[str] = []  # the same points, other hints: where the references' hint is code
     monkeypatch.setattr(judging, "judge", both)
     notebook = SourceNotebook(assignment)
     cells = _visible_cells(assignment)
@@ -83,7 +69,6 @@ def test_every_corpus_student_gets_the_same_visible_verdicts_and_hints(assignmen
         for cell in cells:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(CheckFailed):
                 exec(compile(cell, "<test>", "exec"), namespace)  # noqa: S102 - the course's own tests
-    print(f"{assignment}: {len(compared)} reports, {len(hinted)} with other hints where the references' are code")
     assert len(compared) >= len(cells) * len(students) > 0
     assert differences == [], "\n\n".join(differences)
 

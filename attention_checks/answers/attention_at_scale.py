@@ -4,7 +4,6 @@ by the same algorithms with one bug switched on."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import torch
@@ -12,7 +11,6 @@ import torch.nn.functional as F
 
 from ..core import as_dtype
 from ..registry import Inputs, Spec
-from .hints import split_error
 from .judging import Answer, Mistake
 
 Tensor = torch.Tensor
@@ -112,14 +110,6 @@ def _softmax_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                                  "the whole row, and the division by the final sum comes after the last block.",
                                  dict(output=per_block))
     return found  # one block (block_size >= N): several bugs give the same output, and the judge names each
-
-
-def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    if "NotStreamed" in error:
-        return ["Your online_softmax reduces a whole row at once (x.max(-1), x.sum(-1) or the like over all N "
-                "entries): an online softmax never holds more than one block of a row; read the row block by "
-                "block, keeping a running maximum and a running sum of each row."]
-    return []
 
 
 # --------------------------------------------------------------------------
@@ -238,23 +228,6 @@ def _flash_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
             for bug, hint in bugs.items()}
 
 
-def _flash_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    if "NotBlockwise" not in error:
-        return []
-    found = re.search(r"shape \(([\d, ]*)\)", error)
-    shape = tuple(int(n) for n in found[1].split(",") if n.strip()) if found else ()
-    L, S, b = x.args["q"].shape[-2], x.args["k"].shape[-2], x.args["block_size"]
-    if shape[-2:] == (L, S):
-        what = "the whole (L, S) score matrix (or a mask of that size)"
-    elif shape[-2:] in ((b, S), (L, b)) or shape[-1:] == (S,):
-        what = "a whole row (or column) of blocks of scores at once"
-    else:
-        what = f"a tensor of shape {shape}"
-    return [f"Your flash_attention holds {what}: block by block, it keeps one ({b}, {b}) tile of scores "
-            "q_block @ k_block^T at a time, with a running maximum, a running sum and a running output per "
-            "query block; make causal masks from positions inside each tile, not for the whole matrix."]
-
-
 # --------------------------------------------------------------------------
 # KVCache
 
@@ -291,41 +264,6 @@ CACHE_BUGS = {
     "counts updates": "len(cache) counts the calls of update, not the positions cached: return the size of the "
                       "positions axis, self.keys.shape[-2] (0 while empty).",
 }
-
-
-def _cache_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    """What a KVCache that raised got wrong, read off PyTorch's or Python's message (the check calls
-    KVCache(), len(cache) before any update and after each, and k_all, v_all = cache.update(k, v))."""
-    first, line = split_error(error)
-    found = re.search(r"Sizes of tensors must match except in dimension (-?\d+)", first)
-    if found:  # the cache's own torch.cat, or the check's of what update returned (along the positions)
-        where = f" (dim {found[1]})" if found[1] not in ("2", "-2") else ""
-        return [f"Your cache grows along another axis than the positions{where}: torch.cat needs the other axes, "
-                "the positions among them, to be equal, and they are not once an update brings another number of "
-                "positions. Concatenate along the positions axis, dim=2 (or -2) of (B, heads, positions, "
-                "head_dim)."]
-    if re.search(r"expected Tensor as element \d+ in argument \d+, but got NoneType", first):
-        return ["Your first update concatenates onto the empty cache's None: there is nothing to concatenate to "
-                "yet; store k and v as they are when the cache is empty (if self.keys is None: ...), and "
-                "concatenate from the second update on."]
-    if "NoneType" in first and ("len" in line or "shape" in line or "size" in line or "has no len" in first
-                                or "attribute 'shape'" in first or "attribute 'size'" in first):
-        return ["len(cache) is 0 while the cache is empty (the check asks before the first update): return 0 "
-                "when self.keys is None, and self.keys.shape[-2] after."]
-    if re.search(r"cannot unpack non-iterable NoneType|cannot unpack non-iterable", first):
-        return ["update must return the cached keys and values, everything so far with the new positions last: "
-                "return self.keys, self.values (the caller writes k_all, v_all = cache.update(k, v))."]
-    if re.search(r"cannot be interpreted as an integer|__len__\(\) should return", first):
-        return ["__len__ must return a plain int, the number of positions cached: self.keys.shape[-2] (a Python "
-                "int), 0 while empty; not a tensor, a float or the whole shape."]
-    if re.search(r"__init__\(\) missing|takes \d+ positional argument", first) and "__init__" in first:
-        return ["KVCache() takes no arguments: the check (and a model) creates it empty, KVCache(), and it grows "
-                "with each update."]
-    if re.search(r"expanded size of the tensor|out of bounds|must match the existing size", first):
-        return ["Your cache has room for a fixed number of positions, and more positions come than it holds: grow "
-                "it with each update (torch.cat([self.keys, k], dim=-2)), since the number of positions a model "
-                "will generate is not known in advance."]
-    return []
 
 
 def _cache_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
@@ -463,18 +401,10 @@ def _decoding_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     return found  # one chunk: several masks give the same output, and the judge names each
 
 
-def _decoding_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    if "NoneType" in error:
-        return ["The cache is empty (its keys are None) before the first update: call "
-                "k_all, v_all = cache.update(k, v) first and attend to what it returns, so that the new "
-                "token sees itself and everything before it (updating after attending reads a stale cache)."]
-    return []
-
-
 ANSWERS = {
-    "online_softmax": Answer(_softmax_reference, _softmax_mistakes, crash=_softmax_crash),
-    "flash_attention": Answer(_flash_reference, _flash_mistakes, crash=_flash_crash),
-    "KVCache": Answer(lambda x, spec: _cache_answers(x, spec), _cache_mistakes, crash=_cache_crash),
+    "online_softmax": Answer(_softmax_reference, _softmax_mistakes),
+    "flash_attention": Answer(_flash_reference, _flash_mistakes),
+    "KVCache": Answer(lambda x, spec: _cache_answers(x, spec), _cache_mistakes),
     "GroupedQueryAttention": Answer(_gqa_reference, _gqa_mistakes),
-    "cached_decoding": Answer(_decoding_reference, _decoding_mistakes, crash=_decoding_crash),
+    "cached_decoding": Answer(_decoding_reference, _decoding_mistakes),
 }

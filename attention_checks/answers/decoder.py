@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
-import re
 import warnings
 from typing import Any, Callable
 
@@ -13,7 +12,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..core import tolerance
 from ..decoder import (
     ToyTranslator,
     build_seq2seq,
@@ -26,8 +24,7 @@ from ..decoder import (
 )
 from ..modules import seeded
 from ..registry import Inputs, Spec
-from .hints import split_error
-from .judging import Answer, Mistake
+from .judging import Answer, Fit, Mistake
 
 Tensor = torch.Tensor
 
@@ -183,14 +180,14 @@ def _layer_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
 
 
 def _decoder_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
-    decoder = _loaded(lambda: torch_decoder(spec), x.extra["state"])
+    decoder = _loaded(lambda: torch_decoder(spec, norm_first=True), x.extra["state"])  # the given layer's
     with torch.no_grad():
         out = decoder(*x.args.values(), **x.kwargs)
     return dict(output=hide_padding(out, x.kwargs.get("tgt_key_padding_mask")))
 
 
 def _decoder_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
-    decoder = _loaded(lambda: torch_decoder(spec), x.extra["state"])
+    decoder = _loaded(lambda: torch_decoder(spec, norm_first=True), x.extra["state"])  # the given layer's
     tgt, memory = x.args.values()
     return _stack_mistakes(list(decoder.layers), decoder.norm, tgt, memory, x.kwargs)
 
@@ -341,11 +338,6 @@ def _shift_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     first = torch.full_like(tgt[:, :1], start)
     right = expected["output"]
 
-    def start_token_wrong(got: dict[str, Any]) -> bool:  # the shift is right, position 0 is not start_token
-        out = got.get("output")
-        return (isinstance(out, Tensor) and tuple(out.shape) == tuple(right.shape) and not out.is_floating_point()
-                and bool((out[:, 1:].cpu() == right[:, 1:]).all()) and bool((out[:, 0].cpu() != start).any()))
-
     found = {
         "shifted left": Mistake("Your tokens move to the left: the decoder input is the target moved one step to "
                                 "the RIGHT, start_token first (start_token, tgt[:, 0], ..., tgt[:, T-2]).",
@@ -364,7 +356,7 @@ def _shift_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         "start token wrong": Mistake("Your shift is right but position 0 does not hold the start token: write the "
                                      "start_token argument there (it changes from case to case; a tensor made with "
                                      "zeros, or a fixed number, leaves another value).", dict(output=None),
-                                     fits=start_token_wrong),
+                                     fits=Fit("shift_with_another_start", dict(right=right, start=start))),
     }
     if tgt.shape[0] > 1:
         found["batch axis"] = Mistake("Your tokens move along the batch axis (dim 0): shift each sequence along its "
@@ -406,21 +398,6 @@ def _greedy_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     with torch.no_grad():
         all_start = model(src, first.expand(-1, n)).argmax(-1).to(src.dtype)
 
-    def sampled(got: dict[str, Any]) -> bool:
-        """Tokens of the right shape and vocabulary, not all the argmax given the tokens before them,
-        but as likely on average as a sampler's (an argmin or an index of another axis is not)."""
-        out = got.get("output")
-        if not isinstance(out, Tensor) or tuple(out.shape) != tuple(right.shape) or out.is_floating_point():
-            return False
-        out = out.cpu().long()
-        vocab = model.out.shape[-1]
-        if out.numel() == 0 or out.min() < 0 or out.max() >= vocab:
-            return False
-        with torch.no_grad():  # the model is causal: one pass gives each step's logits after the student's tokens
-            probs = model(src, torch.cat([first.long(), out[:, :-1]], dim=1)).softmax(-1)  # (B, n, vocab)
-        chosen = probs.gather(-1, out[..., None])[..., 0]
-        return bool((probs.argmax(-1) != out).any()) and chosen.mean().item() > 1 / vocab
-
     return {
         "start kept": Mistake("Your result starts with the start token: return only the max_len generated tokens.",
                               dict(output=torch.cat([first, right], dim=1))),
@@ -447,7 +424,8 @@ def _greedy_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                            "tokens: are they sampled (torch.multinomial, Categorical(...).sample(), top-k)? Greedy "
                            "decoding always takes the argmax of the last position's logits, "
                            "logits[:, -1].argmax(-1). (An argmax over another axis gives other tokens too.)",
-                           dict(output=None), fits=sampled),
+                           dict(output=None),
+                           fits=Fit("sampled_tokens", dict(right=right, src=src, start=start, state=x.extra["state"]))),
     }
 
 
@@ -483,31 +461,8 @@ def _training_reference(x: Inputs, spec: Spec) -> dict[str, Any]:
     return dict(losses=_training_losses(x, spec))
 
 
-def _curve(got: dict[str, Any], expected: Tensor) -> Tensor | None:
-    """The student's losses as float64 on the CPU, when they are a curve of the right length."""
-    losses = got.get("losses")
-    if not isinstance(losses, Tensor) or tuple(losses.shape) != tuple(expected.shape) or not losses.is_floating_point():
-        return None
-    losses = losses.detach().to("cpu", torch.float64)
-    return losses if bool(losses.isfinite().all()) else None
-
-
 def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
-    right = expected["losses"]
-    same = lambda a, b: torch.allclose(a, b, **tolerance(torch.float32))  # noqa: E731 - as the losses are judged
-
-    def first_loss_differs(got) -> bool:
-        losses = _curve(got, right)
-        return losses is not None and not same(losses[:1], right[:1])
-
-    def learns_less(got) -> bool:
-        losses = _curve(got, right)
-        return losses is not None and same(losses[:1], right[:1]) and losses[-1] > right[-1]
-
-    def learns_otherwise(got) -> bool:
-        losses = _curve(got, right)
-        return losses is not None and same(losses[:1], right[:1])
-
+    curve = dict(right=expected["losses"])
     return {
         "encoder frozen": Mistake("Your loss falls, but as if the encoder never learned: gradients do not reach its "
                                   "weights (a .detach() or torch.no_grad() on the memory, or weights that are not "
@@ -528,59 +483,27 @@ def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
             "difference is what training mode switches on: dropout. Every dropout must use the dropout given to "
             "__init__ (0.0 here): pass it on to every layer and nn.MultiheadAttention, and use "
             "F.dropout(x, p, training=self.training). Otherwise the Transformer test's hint names the mistake.",
-            dict(losses=None), fits=first_loss_differs),
+            dict(losses=None), fits=Fit("first_loss_differs", curve)),
         "learns less": Mistake(
             "Your first loss agrees with the reference's (within the tolerance) but your losses fall more slowly "
             "and end higher. If your Transformer fails its own test, that test's hint names the mistake (a small "
             "difference in the forward pass grows as the model trains). If it passes, part of the model does not "
             "learn: some weights get no gradient (a .detach() or torch.no_grad() inside your Transformer, weights "
             "kept as plain tensors instead of nn.Parameter) or are shared between two roles.",
-            dict(losses=None), fits=learns_less),
+            dict(losses=None), fits=Fit("learns_less", curve)),
         "learns otherwise": Mistake(
             "Your first loss agrees with the reference's (within the tolerance) but the later ones differ. If your "
             "Transformer fails its own test, that test's hint names the mistake. If it passes, the gradients "
             "differ from nn.Transformer's (a .detach() or torch.no_grad() inside your Transformer, weights kept "
-            "as plain tensors, or weights shared between two roles).", dict(losses=None), fits=learns_otherwise),
+            "as plain tensors, or weights shared between two roles).", dict(losses=None),
+            fits=Fit("learns_otherwise", curve)),
     }
 
 
-# --------------------------------------------------------------------------
-# crashes of the module checks: the target (T) and the source (S) lengths mixed up
-
-
-def _module_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    """A decoder's own reading of a crash whose sizes are the target's and the source's lengths;
-    [] for any other crash (the generic hints then)."""
-    first, _ = split_error(error)
-    T, S = spec["T"], spec["S"]
-    roles = ("the cross-attention's query is the target (x, the first sublayer's output) and its keys and "
-             "values are the memory, multihead_attn(x, memory, memory)")
-    m = re.search(r"Expected key_padded_mask\.shape\[1\] to be (\d+), but got (\d+)", first)
-    if m and {int(m[1]), int(m[2])} == {T, S}:
-        keys, mask = ("the target", "memory_key_padding_mask") if int(m[1]) == T else ("the memory",
-                                                                                       "tgt_key_padding_mask")
-        return [f"An attention has {keys} as its keys ({m[1]} of them) but gets {mask} ({m[2]} entries): either the "
-                f"mask is the wrong one (the self-attention takes tgt_key_padding_mask, the cross-attention "
-                f"memory_key_padding_mask), or the attention's query and keys are not the tensors you meant: {roles}."]
-    m = re.search(r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
-                  r"dimension 1", first)
-    if m and {int(m[1]), int(m[2])} == {T, S}:
-        return [f"A tensor with one row per source token (S = {S}) meets one with a row per target position "
-                f"(T = {T}): an attention gives one row per query, so {roles}; the layer's output has the "
-                "target's length."]
-    m = re.search(r"The shape of the 2D attn_mask is torch\.Size\(\[(\d+), (\d+)\]\), but should be \((\d+), (\d+)\)",
-                  first)
-    if m and {int(m[1]), int(m[2]), int(m[3]), int(m[4])} <= {T, S}:
-        return [f"An attn_mask is (queries, keys) of its attention ({m[3]} x {m[4]} here, yours is {m[1]} x {m[2]}): "
-                "either the mask is the wrong one (the causal tgt_mask (T, T) belongs to the self-attention, "
-                f"memory_mask (T, S) to the cross-attention), or {roles}."]
-    return []
-
-
 ANSWERS = {
-    "DecoderLayer": Answer(_layer_reference, _layer_mistakes, crash=_module_crash),
-    "Decoder": Answer(_decoder_reference, _decoder_mistakes, crash=_module_crash),
-    "Transformer": Answer(_transformer_reference, _transformer_mistakes, crash=_module_crash),
+    "DecoderLayer": Answer(_layer_reference, _layer_mistakes),
+    "Decoder": Answer(_decoder_reference, _decoder_mistakes),
+    "Transformer": Answer(_transformer_reference, _transformer_mistakes),
     "shift_right": Answer(_shift_reference, _shift_mistakes),
     "greedy_decode": Answer(_greedy_reference, _greedy_mistakes),
     "training": Answer(_training_reference, _training_mistakes),

@@ -4,7 +4,7 @@ places), and for an output of the wrong dtype or device.
 
 They are read off what the judge has: the exception's type, message and line, the case's
 inputs (the contract: their shapes, which are None, which masks are float) and the outputs.
-A check's own ``Answer.crash`` comes first; these are the fallback that names the mechanism.
+A check's own reading of a crash (``crashes.CRASHES``) comes first; these are the fallback that names the mechanism.
 """
 from __future__ import annotations
 

@@ -24,6 +24,8 @@ import torch
 from ..core import (DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name,
                     quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
+from .crashes import CRASHES
+from .fits import FITS
 from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
 from .torch_messages import pytorch_message
 
@@ -33,6 +35,18 @@ if TYPE_CHECKING:
 
 # --------------------------------------------------------------------------
 # what an answer module declares
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A test on the student's outputs: one of ``answers.fits`` by name, with its arguments as data
+    (tensors and plain values, which the published data can hold)."""
+
+    test: str
+    args: dict[str, Any]
+
+    def __call__(self, got: Mapping[str, Any]) -> bool:
+        return FITS[self.test](got, **self.args)
 
 
 @dataclass
@@ -46,7 +60,7 @@ class Mistake:
 
     hint: str
     outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
-    fits: Callable[[Mapping[str, Any]], bool] | None = None
+    fits: Fit | None = None
 
 
 def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
@@ -106,9 +120,6 @@ class Answer:
 
     reference: Callable[["Inputs", "Spec"], dict[str, Any]]  # output name -> expected value
     mistakes: Callable[["Inputs", "Spec", Mapping[str, Any]], dict[str, Mistake]] = no_mistakes
-    # hints for a case whose code raised, from its error text ("raised Type: message\n at: line"),
-    # before the generic ones of answers.hints
-    crash: Callable[["Inputs", "Spec", str], list[str]] | None = None
     # what outputs of the right shape, dtype and device earn when their values are wrong (0: a right
     # structure is no achievement, as for tokens any random source draws)
     structure_share: float = STRUCTURE_SHARE
@@ -142,10 +153,8 @@ class References:
                                                                                   case.expected)).values())
         return self._mistakes[key]
 
-    def crash(self, check: "Check", case: "Judged", error: str) -> list[str]:
-        answer = answer_for(check)
-        with quiet():
-            return answer.crash(case.x, case.spec, error) if answer.crash else []
+    def structure_share(self, check: "Check", key: str) -> float:
+        return answer_for(check).structure_share
 
 
 REFERENCES = References()
@@ -176,7 +185,7 @@ class Judged:
     expected: dict[str, Any]
     sizes: frozenset[int]  # the case's own numbers: its inputs' and outputs' sizes, its spec's integers
     key: str = ""  # the case as the published data names it (case_key)
-    source: Any = REFERENCES  # where its expected outputs, mistakes and crash hints come from
+    source: Any = REFERENCES  # where its expected outputs, mistakes and structure share come from
 
 
 def _sizes(*values: Any) -> set[int]:
@@ -613,7 +622,9 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
 
 
 def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
-    own = case.source.crash(check, case, error)
+    reading = CRASHES.get(check.name)
+    with quiet():
+        own = reading(case.x, case.spec, error) if reading else []
     state = case.x.extra.get("state")
     state = state if isinstance(state, Mapping) and state else None  # the weights the test loads, if any
     return own or crash_hints(error, case.x.named, state)  # the check's own reading of a crash is the sharper one
@@ -678,7 +689,7 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
         return CaseResult(0.0, [problem])
     verdicts = {name: compare(got[name], case.expected[name], case.dtype, device, quoting, case.sizes)
                 for name in names}
-    share = answer_for(check).structure_share
+    share = case.source.structure_share(check, case.key)
     fraction = sum(v.fraction(share) for v in verdicts.values()) / len(verdicts)
     width = max(map(len, names))
     lines = [text for name, v in verdicts.items()

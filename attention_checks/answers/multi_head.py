@@ -18,7 +18,6 @@ import torch.nn as nn
 
 from ..core import quiet
 from ..registry import Inputs, Spec
-from .hints import mask_contract_hints, split_error
 from .judging import Answer, Mistake
 
 NEG_INF = float("-inf")
@@ -299,17 +298,6 @@ def _mha_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                         self_attention=spec["S"] is None)
 
 
-def _mha_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    """Crashes with masks: the contract says which may be None, and how each lines up with the scores."""
-    hints = mask_contract_hints(error, x.kwargs, ("key_padding_mask", "attn_mask"), "(B, 1, 1, S)")
-    first, line = split_error(error)
-    if "must match the size of tensor" in first and (not line or "mask" in line) and "attn_mask" in x.kwargs \
-            and x.kwargs["attn_mask"].dim() == 3:
-        hints.append("A 3-D attn_mask is (B·num_heads, L, S): view it as (B, num_heads, L, S) to line it up "
-                     "with the scores.")
-    return hints
-
-
 # --------------------------------------------------------------------------
 # parameter count and cost
 
@@ -390,7 +378,7 @@ def _cost_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
 ANSWERS = {
     "split_heads": Answer(_split_reference, _split_mistakes),
     "merge_heads": Answer(_merge_reference, _merge_mistakes),
-    "MultiHeadAttention": Answer(_mha_reference, _mha_mistakes, crash=_mha_crash),
+    "MultiHeadAttention": Answer(_mha_reference, _mha_mistakes),
     "mha_parameter_count": Answer(_count_reference, _count_mistakes),
     "mha_multiply_adds": Answer(_cost_reference, _cost_mistakes),
 }

@@ -8,7 +8,7 @@ import torch
 
 from ..positions_generation import DRIFT, SHIFT, ToyLM, sampling_generator, scores
 from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .judging import Answer, Fit, Mistake
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
@@ -282,28 +282,11 @@ def _not_the_generators_draws(probs: Tensor) -> Mistake:
     """Tokens that the right distribution could give, but not the case generator's draws: drawn with
     another random source (no generator, torch.manual_seed, Categorical(...).sample()) or another way
     (an inverse CDF of torch.rand)."""
-    def fits(got) -> bool:
-        tokens = got.get("tokens")
-        if not isinstance(tokens, Tensor) or tokens.is_floating_point() or tokens.shape != probs.shape[:-1]:
-            return False
-        tokens = tokens.detach().to("cpu", torch.int64)
-        if bool(((tokens < 0) | (tokens >= probs.shape[-1])).any()):
-            return False
-        return bool((probs.gather(-1, tokens[..., None]) > 0).all())
-
     return Mistake("Your tokens are possible draws from the right distribution, but not the ones "
                    "torch.multinomial(probs, 1, generator=generator) draws: pass the generator you are given to "
                    "torch.multinomial (no draw without it, no torch.manual_seed, no Categorical(...).sample(), no "
                    "torch.rand of your own), so that the same generator gives the same tokens.",
-                   dict(tokens=None), fits=fits)
-
-
-def _sample_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    if "probability tensor contains either" in error or "invalid multinomial distribution" in error:
-        return ["A row of your distribution is not one: all zeros (NaN once renormalised) or negative. Top-p "
-                "always keeps the most probable token, and the one that makes the sum reach top_p: a token is "
-                "kept when the tokens more probable than it sum to less than top_p."]
-    return []
+                   dict(tokens=None), fits=Fit("possible_draws", dict(probs=probs)))
 
 
 # --------------------------------------------------------------------------
@@ -397,6 +380,6 @@ ANSWERS = {
     "alibi_bias": Answer(_alibi_reference, _alibi_mistakes),
     "next_token_distribution": Answer(_distribution_reference, _distribution_mistakes),
     # the generator decides every case's draws: tokens drawn another way earn nothing for their shape
-    "sample_next": Answer(_sample_reference, _sample_mistakes, crash=_sample_crash, structure_share=0.0),
+    "sample_next": Answer(_sample_reference, _sample_mistakes, structure_share=0.0),
     "beam_search": Answer(_beam_reference, _beam_mistakes),
 }

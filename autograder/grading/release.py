@@ -304,17 +304,18 @@ def hidden_calls(source_dir: Path, assignment: str) -> list[CheckCall]:
 
 def visible_answers(calls: list[CheckCall]) -> list[dict[str, Any]]:
     """Each case of ``calls`` once, as ``published.write`` takes it: its expected outputs and its
-    known mistakes (hint, outputs), computed by the references. A mistake recognised by a test on
-    the student's outputs (``fits``) is code, not data: left out."""
+    known mistakes (hint, outputs, and for a mistake recognised by a test on the student's outputs,
+    that test: answers.fits's name and its arguments), computed by the references."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for call in calls:
         for case in call.cases:
             key = (call.check.name, case_key(case))
             if key not in found:
                 built = judged(call.check, case, REFERENCES)
-                mistakes = [dict(hint=m.hint, outputs=m.outputs) for m in REFERENCES.mistakes(call.check, built)
-                            if m.fits is None]
-                found[key] = dict(check=call.check.name, case=key[1], expected=built.expected, mistakes=mistakes)
+                mistakes = [dict(hint=m.hint, outputs=m.outputs, fits=m.fits)
+                            for m in REFERENCES.mistakes(call.check, built)]
+                found[key] = dict(check=call.check.name, case=key[1], expected=built.expected, mistakes=mistakes,
+                                  structure_share=REFERENCES.structure_share(call.check, key[1]))
     return list(found.values())
 
 
