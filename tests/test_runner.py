@@ -16,10 +16,11 @@ import psutil
 import pytest
 
 from autograder.engine.process import kernel_environment
-from autograder.engine.runner import grade_all
+from autograder.engine.runner import GraderFailed, grade_all, grade_group
 from autograder.grading.course import Course
 from autograder.layout import SOLUTIONS_DIR
 from autograder.options import GradingOptions
+from autograder.results import Status
 from autograder.sandbox.bwrap import (SANDBOX_SCRATCH_PREFIX, _real_root, make_scratch, remove_orphaned_scratch,
                                       remove_scratch)
 from autograder.submissions import discover
@@ -201,3 +202,24 @@ def test_the_cli_leaves_pytorch_to_its_workers(tmp_path):
     assert process.stdout.strip().endswith("PyTorch loaded: False"), process.stdout
     grades = (tmp_path / "results" / "grades.csv").read_text().splitlines()[1:]
     assert [row.split(",")[:5] for row in grades] == [[s, ASSIGNMENT, "8", "8", "ok"] for s in ("ada", "alan")]
+
+
+def test_a_failure_of_the_grader_is_raised_for_the_service_and_the_students_error_otherwise(tmp_path, monkeypatch):
+    """Past the notebook's own failures (statuses), an exception is the grader's: the command line
+    reports it as that student's error and goes on; the service (raise_failures) gets it raised,
+    queues the notebook again and charges no attempt (tests/test_service_faults.py)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # as the CLI does
+    make_submission(tmp_path / "class", "student", ASSIGNMENT, reference_code(ASSIGNMENT))
+    course = Course(tmp_path / "course")
+    course.generate_all()
+    (group,) = [[s] for s in discover(tmp_path / "class", course.assignments, {ASSIGNMENT: course.notebooks(ASSIGNMENT)})]
+    shutil.rmtree(course.root / "autograded", ignore_errors=True)
+    (course.root / "autograded").write_text("")  # where nbgrader writes the graded notebook: not a folder
+    with kernel_environment():
+        ((result, page),) = grade_group(course, group)
+        assert (result.status, page) == (Status.ERROR, None), result
+        assert result.reason.startswith("autograde failed: NotADirectoryError"), result
+        with pytest.raises(GraderFailed) as failed:
+            grade_group(course, group, raise_failures=True)
+    assert str(failed.value) == result.reason
+    assert not course.path("submitted", group[0].student_id, ASSIGNMENT).exists()  # cleared, as after a result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -166,6 +167,38 @@ def test_a_killed_grading_worker_requeues_and_costs_no_attempt(tmp_path):
             assert wait_done(http, sub)["score"] == 8
     finally:
         ctx.server.stop()
+
+
+def test_nbgrader_failing_in_the_grader_requeues_and_costs_no_attempt(tmp_path):
+    """A failure of the grader's own (here nbgrader cannot write the graded notebook: its folder in
+    the worker's course is a file) is not the student's error: tried MAX_TRIES times, then set
+    aside, no score and no attempt; once the grader is mended, the next upload is graded."""
+    ctx = started(tmp_path, policies={"attempts_per_day": 1})
+    try:
+        deadline = time.monotonic() + 300
+        while not live_workers(ctx.data, set()):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        (worker,) = live_workers(ctx.data, set())
+        autograded = ctx.data / "work" / f"course-{worker}" / "autograded"
+        shutil.rmtree(autograded, ignore_errors=True)
+        autograded.write_text("")
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            sub = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann")).json()["id"]
+            deadline = time.monotonic() + 300
+            while (view := http.get(f"/api/submissions/{sub}").json())["state"] != "failed":
+                assert time.monotonic() < deadline, view
+                time.sleep(0.5)
+            assert view["score"] is None and "not counted as an attempt" in view["reason"], view
+            assert "autograde failed: NotADirectoryError" in view["reason"], view
+            autograded.unlink()
+            autograded.mkdir()
+            again = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
+            assert again.status_code == 202, again.text  # today's one attempt is still ann's
+            assert wait_done(http, again.json()["id"])["score"] == 8
+    finally:
+        ctx.server.stop()
+    assert ctx.server.log.read_text().count(f"grading submission {sub} failed in the grader") == MAX_TRIES
 
 
 # --------------------------------------------------------------------------

@@ -106,7 +106,7 @@ class CourseOnWorker(WorkerPlugin):
         # it (the fork server's reset, as between two students).
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def grade(self, group: list[tuple[Submission, bytes | None]]) -> Graded:
+    def grade(self, group: list[tuple[Submission, bytes | None]], raise_failures: bool = False) -> Graded:
         """Grade one group whose notebooks came as bytes: each is written into this worker's
         own folder and read from there, as a local worker reads the submissions."""
         if self.failed:  # a worker that joined the run later: its groups say why
@@ -121,7 +121,7 @@ class CourseOnWorker(WorkerPlugin):
                         path.write_bytes(data)
                         sub = replace(sub, path=path)
                     subs.append(sub)
-                return grade_group(self.course, subs)
+                return grade_group(self.course, subs, raise_failures)
             finally:
                 shutil.rmtree(incoming, ignore_errors=True)
 
@@ -136,9 +136,11 @@ def dask_setup(worker) -> None:
     launch_warm_sandbox(GradingOptions(source_dir=Path()))  # the source is the CLI's concern, not a sandbox's
 
 
-def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]]) -> Graded:
-    """The task: runs on a worker, in the course its plugin built."""
-    return distributed.get_worker().plugins[plugin_name].grade(group)
+def grade_remotely(plugin_name: str, group: list[tuple[Submission, bytes | None]],
+                   raise_failures: bool = False) -> Graded:
+    """The task: runs on a worker, in the course its plugin built (``raise_failures``: as
+    runner.grade_group's)."""
+    return distributed.get_worker().plugins[plugin_name].grade(group, raise_failures)
 
 
 class _WithoutTracebacks(logging.Filter):

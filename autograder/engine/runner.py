@@ -24,8 +24,15 @@ from autograder.results import NotebookResult, Status, observed_status, test_res
 from autograder.submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
-def grade_assignment(course: Course, submissions: list[Submission]) -> list[NotebookResult]:
-    """Grade the notebooks of one student and one assignment (all of ``submissions``)."""
+class GraderFailed(RuntimeError):
+    """Grading failed in the grader itself (nbgrader, the sandbox, the disk), after the notebook
+    was read and accepted: what the notebook does in its kernel is a status (an event the
+    executor observed), never an nbgrader failure or an exception."""
+
+
+def grade_assignment(course: Course, submissions: list[Submission], raise_failures: bool = False) -> list[NotebookResult]:
+    """Grade the notebooks of one student and one assignment (all of ``submissions``); nbgrader's
+    failure is their error, or with ``raise_failures`` raises GraderFailed."""
     student_id, assignment = submissions[0].student_id, submissions[0].assignment
     submitted = course.path("submitted", student_id, assignment)
     submitted.mkdir(parents=True, exist_ok=True)
@@ -63,6 +70,8 @@ def grade_assignment(course: Course, submissions: list[Submission]) -> list[Note
             else:
                 reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")]))
                                          or "nbgrader failed")
+                if raise_failures:
+                    raise GraderFailed(f"autograde failed: {reason}")
                 results[sub.notebook] = NotebookResult.failed(
                     student_id, assignment, sub.notebook, Status.ERROR, course.max_score(assignment, sub.notebook),
                     f"autograde failed: {reason}")
@@ -104,16 +113,23 @@ def feedback_file(course: Course, student_id: str, assignment: str, notebook: st
 Graded = list[tuple[NotebookResult, str | None]]  # each result with its feedback page, if nbgrader made one
 
 
-def grade_group(course: Course, group: Sequence[Submission]) -> Graded:
-    """One student's assignment; whatever goes wrong becomes that student's status.
+def grade_group(course: Course, group: Sequence[Submission], raise_failures: bool = False) -> Graded:
+    """One student's assignment; whatever goes wrong becomes that student's status, but with
+    ``raise_failures`` (the submission service: it queues the notebook again, and charges the
+    student no attempt) a failure of the grader raises GraderFailed.
 
     nbgrader knows the student by a safe id (its paths are glob patterns: a folder named
     ``[ab]`` would mean ``a`` or ``b``); the results carry the real one."""
     real_id = group[0].student_id
     group = [replace(s, student_id=nbgrader_id(real_id)) for s in group]
     try:
-        results = grade_assignment(course, list(group))
+        results = grade_assignment(course, list(group), raise_failures)
     except Exception as err:  # noqa: BLE001 - anything nbgrader raises for this submission
+        if raise_failures:
+            course.clear(group[0].student_id, group[0].assignment)
+            if not isinstance(err, GraderFailed):  # a plain message: it comes back from a worker whole
+                err = GraderFailed(f"grading failed: {type(err).__name__}: {err}")
+            raise err from None
         results = [NotebookResult.failed(s.student_id, s.assignment, s.notebook, Status.ERROR,
                                          course.max_score(s.assignment, s.notebook),
                                          f"grading failed: {type(err).__name__}: {err}") for s in group]

@@ -10,7 +10,8 @@ generated or a kernel's Python to start:
   the service's (``cluster.CourseOnWorker``, as ``grade --scheduler``).
 
 Both grade one student's notebook with ``runner.grade_group``, so a submission gets what the
-command line gives it: the sandbox, the time and memory limits, a status and a reason.
+command line gives it: the sandbox, the time and memory limits, a status and a reason; but a
+failure of the grader itself raises (``raise_failures``), and the submission is handed back.
 ``Grader`` runs one thread per engine slot: claim the oldest queued submission, grade it,
 store its result and feedback page.
 """
@@ -80,7 +81,7 @@ def _warm_up(course: Course) -> None:
 
 
 def _grade_in_worker(submission: GraderSubmission) -> Graded:
-    return grade_group(_worker_course, [submission])
+    return grade_group(_worker_course, [submission], raise_failures=True)
 
 
 class LocalEngine:
@@ -168,7 +169,7 @@ class DaskEngine:
         client = self.client
         try:
             future = client.submit(self.cluster.grade_remotely, self.plugin.name,
-                                   [(submission, notebook.read_bytes())], pure=False)
+                                   [(submission, notebook.read_bytes())], raise_failures=True, pure=False)
             return future.result()
         except Exception:
             # A notebook's own failures come back as its result: this is the cluster's (the scheduler
