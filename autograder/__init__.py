@@ -13,6 +13,8 @@ the instructor's side (``instructor/``)
 
 - ``instructor.publish``      ``publish DIR``: the student distribution (no model solution, no hidden
                               test) and its wheel (``instructor/student/``: its README, Makefile, ...)
+- ``instructor.functional``   publish's functional scan: every function and class students get, tried as
+                              each graded name on its hidden cases, in bubblewrap
 - ``instructor.similarity``   pairwise similarity of the students' own code, an offline HTML report
 - ``instructor.class_report`` ``report RESULTS``: the class's mistakes (scores, failure rates, diagnosed
                               mistakes ranked, crashes), an offline HTML page (``instructor/templates/``)

@@ -17,18 +17,17 @@ import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
-from attention_checks import published, registry
-from attention_checks.answers.judging import REFERENCES, case_key, judged
-
 from autograder.cells import is_test_cell
 from autograder.grading.course import Course
-from autograder.grading.judge import run_test_source
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
+
+if TYPE_CHECKING:  # attention_checks, and PyTorch with it, are imported where the check calls are read:
+    from attention_checks import registry  # `grade`'s own process never loads them (its workers do)
 
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 
@@ -280,6 +279,9 @@ class _Recorder:
 def check_calls(source: str) -> list[CheckCall]:
     """The check calls of a test cell's code (the course's own), found by running it with every
     check recording its arguments instead of running; every other name is the student's."""
+    from attention_checks import registry
+    from autograder.grading.judge import run_test_source
+
     calls: list[CheckCall] = []
     shared = {"__builtins__": builtins, **{name: _Recorder(check, calls) for name, check in registry.load_all().items()}}
     run_test_source(source, shared)
@@ -306,6 +308,8 @@ def visible_answers(calls: list[CheckCall]) -> list[dict[str, Any]]:
     """Each case of ``calls`` once, as ``published.write`` takes it: its expected outputs and its
     known mistakes (hint, outputs, and for a mistake recognised by a test on the student's outputs,
     that test: answers.fits's name and its arguments), computed by the references."""
+    from attention_checks.answers.judging import REFERENCES, case_key, judged
+
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for call in calls:
         for case in call.cases:
@@ -322,5 +326,7 @@ def visible_answers(calls: list[CheckCall]) -> list[dict[str, Any]]:
 def write_visible_answers(exercises_dir: Path, folder: Path, assignments: list[str]) -> list[Path]:
     """Write ``folder/<assignment>.json`` and ``.pt`` (see ``attention_checks.published``) for the
     visible cases of each released assignment under ``exercises_dir``; returns the files written."""
+    from attention_checks import published
+
     return [path for assignment in assignments
             for path in published.write(assignment, visible_answers(visible_calls(exercises_dir, assignment)), folder)]
