@@ -133,10 +133,14 @@ def test_the_service_shows_the_same_report_from_its_database(tmp_path):
         with client(server, tokens["ann"]) as http:
             assert http.get(f"/instructor/report/{SERVED}").status_code == 403
         with client(server, tokens["prof"]) as http:
-            reply = http.get(f"/instructor/report/{SERVED}")
+            class_page = http.get(f"/instructor?assignment={SERVED}").text
+            reply = http.get(f"/instructor/report/{SERVED}")  # what the class page links to
+            latest = http.get(f"/instructor/report/{SERVED}?which=latest")
     finally:
         server.stop()
-    assert reply.status_code == 200 and "img-src data:" in reply.headers["content-security-policy"]
+    assert f'href="/instructor/report/{SERVED}"' in class_page
+    assert f'href="/instructor/report/{SERVED}?which=latest"' in class_page
+    assert reply.status_code == latest.status_code == 200 and "img-src data:" in reply.headers["content-security-policy"]
     page = _Page()
     page.feed(reply.text)
     assert len(page.images) == 2 and page.fetched == [] and page.scripts == 0

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from classroom import REPO, make_submission
+from classroom import REPO, axe, make_submission
 from browsing import chromium_executable
 from headless import Chromium, Page
 from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens
@@ -60,12 +60,23 @@ def log_in(page: Page, url: str, token: str) -> None:
 
 
 def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(service, browser, tmp_path):
+    """Every page on the way, as loaded, breaks no serious or critical rule of axe-core."""
     url = service.server.url
     notebook = make_submission(tmp_path, "ann", ASSIGNMENT)
     page = browser.new_page()
+    inaccessible = []
+
+    def check_accessibility(where: str) -> None:
+        if found := axe.violations(page):
+            inaccessible.append(f"{where}:\n    " + axe.describe(found).replace("\n", "\n    "))
+
     try:
+        page.goto(url + "/")
+        wait_for(page, "document.getElementById('login')")
+        check_accessibility("the login page")
         log_in(page, url, service.tokens["ann"])
         wait_for(page, "location.pathname === '/me' && document.getElementById('upload')")
+        check_accessibility("the student's page")
         # choose the file as a person does in the file dialog, then press Submit
         root = page.send("DOM.getDocument")["root"]["nodeId"]
         node = page.send("DOM.querySelector", {"nodeId": root, "selector": "#file"})["nodeId"]
@@ -76,6 +87,7 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         assert "8 / 10" in score and "ok" in score  # the written answer left as released: 0 of 2
         assert page.evaluate("document.querySelectorAll('#tests tr').length") > 4
         feedback = page.evaluate("document.getElementById('feedback-link').href")
+        check_accessibility("a submission's page")
         page.screenshot(ARTIFACTS / "student-submission.png")
         page.goto(feedback)
         assert "test_simple_self_attention" in page.evaluate("document.body.innerText")
@@ -84,6 +96,7 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         wait_for(page, "document.querySelectorAll('mjx-container').length > 10", timeout=60)
         assert page.evaluate("document.fonts.check('1em MJXZERO') || document.querySelectorAll('mjx-c').length > 0")
         assert page.evaluate("(() => { try { return document.cookie; } catch (e) { return 'opaque'; } })()") == "opaque"
+        check_accessibility("the feedback page")
         page.screenshot(ARTIFACTS / "feedback-math.png")
         page.goto(url + "/me")
         assert page.evaluate("document.querySelectorAll('#submissions tr').length") == 2  # header and the one
@@ -94,11 +107,20 @@ def test_student_uploads_and_sees_feedback_then_instructor_sees_the_table(servic
         wait_for(page, "location.pathname === '/instructor' && document.getElementById('class')")
         table = page.evaluate("document.getElementById('class').innerText")
         assert "ann" in table and "8 / 10" in table and "bob" in table and "missing" in table
+        check_accessibility("the class page")
         page.screenshot(ARTIFACTS / "instructor.png")
+        # a student's page, and the class's mistakes
+        links = [page.evaluate(f"document.querySelector({json.dumps(link)}).href")
+                 for link in ("a[href^='/instructor/students/']", "a[href^='/instructor/report/']")]
+        for link in links:
+            page.goto(link)
+            wait_for(page, "document.querySelector('h1, h2')")
+            check_accessibility(page.evaluate("location.pathname"))
         # the feedback page is served sandboxed: its own scripts are blocked there, by design
         assert not [e for e in page.errors if "favicon" not in e and "/feedback" not in e], page.errors
     finally:
         page.close()
+    assert not inaccessible, "\n".join(inaccessible)
 
 
 def run_in_kernel(code: str, env: dict[str, str]) -> str:
