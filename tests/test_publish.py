@@ -163,18 +163,25 @@ def test_a_released_setup_cell_installs_the_wheel_offline_and_the_visible_tests_
     visible = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade") and "check_" in c.source]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(at(tmp_path / "missing")),
                                          nbformat.v4.new_code_cell(at(tampered)),
+                                         nbformat.v4.new_code_cell(visible[0].source),  # after a failed setup
                                          nbformat.v4.new_code_cell(at(stand_in)),
-                                         nbformat.v4.new_code_cell(where), *rest], metadata=released.metadata)
+                                         nbformat.v4.new_code_cell(where),
+                                         nbformat.v4.new_code_cell("a_name_of_my_own"),  # a typo, once installed
+                                         *rest], metadata=released.metadata)
     NotebookClient(nb, timeout=600, kernel_name=name, allow_errors=True,
                    resources={"metadata": {"path": str(work)}}).execute()
 
-    missing, wrong, installed, found, *tests = [c.outputs for c in nb.cells]
+    missing, wrong, too_early, installed, found, typo, *tests = [c.outputs for c in nb.cells]
     for outputs, reason in ((missing, "No such file"), (wrong, "DO NOT MATCH THE HASHES")):
         errors = [o for o in outputs if o.output_type == "error"]
         assert len(errors) == 1 and errors[0].ename == "ImportError", outputs
         paragraph = errors[0].evalue
         assert "Could not install the course's check helpers" in paragraph and reason in paragraph, paragraph
         assert f"git clone {setting.repository}" in paragraph and "exercises/" in paragraph
+    (error,) = [o for o in too_early if o.output_type == "error"]  # the test's name is missing, and why
+    assert error.ename == "NameError" and "run the setup cell again" in error.traceback[-1], error
+    (error,) = [o for o in typo if o.output_type == "error"]  # the student's own: no word of the setup
+    assert error.ename == "NameError" and "setup cell" not in "".join(error.traceback), error
     assert not [o for o in installed if o.output_type == "error"], installed
     text = "".join(o.get("text", "") for o in found)
     assert f"{tmp_path / 'venv'}" in text and text.strip().endswith(setting.version), text

@@ -68,6 +68,18 @@ else:
             "then `pip install -r requirements.txt` in it, and open this notebook from its "
             "exercises/ folder, where the checks are found without installing.")
         failed._render_traceback_ = lambda: [f"ImportError: {{failed}}"]  # Jupyter shows this paragraph alone
+
+        def explain_missing_names(shell, etype, value, tb, tb_offset=None):  # a test cell run after this one
+            if "attention_checks" not in sys.modules:  # else installed since: a name of the student's own
+                shown = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+                value._render_traceback_ = lambda: shown + [
+                    "The setup cell at the top of this notebook could not install the checks, so the "
+                    "tests' names are missing: run the setup cell again once it can (its message says why)."]
+            shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        try:
+            get_ipython().set_custom_exc((NameError,), explain_missing_names)
+        except NameError:  # not in IPython
+            pass
         raise failed from None
     importlib.invalidate_caches()
     installed = importlib.metadata.version("{distribution}")
