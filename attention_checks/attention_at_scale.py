@@ -6,7 +6,7 @@ A case is a small dict; every key is optional:
 
     online_softmax:          shape=(3, 10), block_size=4, dtype="float32", std=1.0, seed
     flash_attention:         batch=(2, 2), L=20, S=None (= L), E=4, Ev=None (= E), block_size=8,
-                             causal=False, dtype="float32", std=1.0, seed
+                             causal=False, dtype="float32", std=1.0, memory_mib=None, seed
     KVCache:                 batch=2, heads=2, E=4, steps=(3, 1, 2), dtype="float32", seed
     GroupedQueryAttention:   batch=2, L=5, d_model=8, num_heads=4, num_kv_heads=2, dtype="float32", seed
     cached_decoding:         the GroupedQueryAttention keys, and steps=(3, 1, 2) (L = their sum)
@@ -21,6 +21,12 @@ one block at a time (a reduction over a whole row raises ``NotStreamed``); flash
 make no tensor larger than its inputs, its output or one (block, block) tile of scores per
 (batch, head) (the whole score matrix, or a whole row of blocks, raises ``NotBlockwise``). Both
 are errors of the case, so that such a case earns nothing, and the grader reads their message.
+Both watch from inside the student's process, so they explain; what decides streaming is measured
+outside it: a flash_attention case with ``memory_mib`` is large (its whole score matrix is more than
+twice that), and the grader fails it if the kernel used more than ``memory_mib`` MiB of memory while
+the test cell ran (new, or held before and read or written: autograder.sandbox's fork server measures
+it). Such a case goes in a test cell of its own, and skips the meta-device run, which would double its
+time.
 
 cached_decoding runs the student's GroupedQueryAttention on the chunks one after the other with a
 static cache of the course's (``GivenKVCache``, sized for the whole sequence), and returns every
@@ -120,6 +126,11 @@ def _softmax_describe(inputs: Inputs, spec: Spec) -> str:
     return describe(inputs.named, like=inputs.like) + big
 
 
+def _flash_describe(inputs: Inputs, spec: Spec) -> str:
+    bound = f", using at most {spec['memory_mib']} MiB of memory" if spec["memory_mib"] else ""
+    return _softmax_describe(inputs, spec) + bound
+
+
 check_online_softmax = declare(Check(
     name="online_softmax", assignment="09-attention-at-scale",
     defaults=dict(shape=(3, 10), block_size=4, dtype="float32", std=1.0),
@@ -163,8 +174,8 @@ def _flash_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
 check_flash_attention = declare(Check(
     name="flash_attention", assignment="09-attention-at-scale",
     defaults=dict(batch=(2, 2), L=20, S=None, E=4, Ev=None, block_size=8, causal=False, dtype="float32",
-                  std=1.0),
-    inputs=_flash_inputs, call=_flash_call, describe=_softmax_describe, forbidden=FORBIDDEN_SDPA,
+                  std=1.0, memory_mib=None),
+    inputs=_flash_inputs, call=_flash_call, describe=_flash_describe, forbidden=FORBIDDEN_SDPA,
 ))
 
 

@@ -154,8 +154,17 @@ PRIVATE_NAMESPACES = ("_refs", "_decomp", "_prims", "_prims_common")
 PRIVATE_IMPLEMENTATIONS = "PyTorch's private implementations (torch._refs, torch._decomp, torch._prims)"
 # The watch of the code that runs is a profiler hook: graded code that switches it off hides that code.
 WATCH_SWITCHED_OFF = "sys.setprofile (graded code may not switch off the check's watch of what it runs)"
+# The checks' other watches are PyTorch modes (ForbiddenCalls, a TorchFunctionMode; 09's Footprint, a
+# TorchDispatchMode): graded code that switches them off or pops them hides what it computes from them.
+# The grader reads it from the source, outside the kernel (a watch cannot tell it was switched off).
+MODES_SWITCHED_OFF = "PyTorch's mode stack switched off or popped (graded code may not hide from the checks' modes)"
+MODE_SWITCHES = ("_disable_current_modes", "_pop_mode", "_pop_mode_temporarily", "_pop_torch_dispatch_stack",
+                 "_pop_torch_function_stack", "_unset_dispatch_mode", "_set_dispatch_mode", "_set_torch_function_mode",
+                 "DisableTorchFunction", "DisableTorchFunctionSubclass", "_DisableTorchDispatch",
+                 "_ExcludeDispatchKeyGuard")
 # What every check forbids, beside its own: name shown -> the identifiers the source scan looks for
-ALWAYS_FORBIDDEN = {PRIVATE_IMPLEMENTATIONS: PRIVATE_NAMESPACES, WATCH_SWITCHED_OFF: ("setprofile",)}
+ALWAYS_FORBIDDEN = {PRIVATE_IMPLEMENTATIONS: PRIVATE_NAMESPACES, WATCH_SWITCHED_OFF: ("setprofile",),
+                    MODES_SWITCHED_OFF: MODE_SWITCHES}
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PRIVATE_DIRS = tuple(f"{_TORCH_DIR}{namespace}{os.sep}" for namespace in PRIVATE_NAMESPACES)
 # The import system runs a module's top-level code through this function (the code object is

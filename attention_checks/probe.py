@@ -237,8 +237,9 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
     for case in cases:
         spec = check.spec(case)
         built = check.build(case)
-        # the meta run's copy is taken before the real run can change the inputs in place
-        on_meta_inputs.append(built.to(META) if meta_runs else None)
+        # the meta run's copy is taken before the real run can change the inputs in place; a case
+        # whose memory is measured (a large one, in a cell of its own) has none: the others show devices
+        on_meta_inputs.append(built.to(META) if meta_runs and not spec.get("memory_mib") else None)
         inputs = built.to(device)
         if not callable(student):
             outcomes.append(Outcome(error=f"expected a {check.kind}, got {type(student).__name__}"))
@@ -251,7 +252,7 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
         # operators only here
         guard.watch_code = False
         for case, outcome, like, inputs in zip(cases, outcomes, likes, on_meta_inputs):
-            if outcome.error is None and like is not None:
+            if outcome.error is None and like is not None and inputs is not None:
                 outcome.meta_error = on_meta(check, student, inputs, check.spec(case), guard)
     return Probed(outcomes, likes, list(guard.seen))
 

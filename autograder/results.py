@@ -216,6 +216,19 @@ def executor_error(event: str | None) -> list:
     return [nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])] if ename else []
 
 
+# How much memory a test cell's kernel used, in bytes ({"used": n}), measured from outside by the
+# sandbox (SandboxedExecute._note_memory).
+MEMORY = "autograder_memory"
+
+
+def memory_used(cell) -> int | None:
+    """How much memory the kernel used while ``cell`` ran, in bytes, or None where the grader did
+    not measure it."""
+    note = cell.get("metadata", {}).get(MEMORY)
+    used = note.get("used") if isinstance(note, dict) else None
+    return used if isinstance(used, int) else None
+
+
 def observed_status(autograded: nbformat.NotebookNode) -> tuple[Status, str]:
     """(status, reason) from what the executor observed: the worst event's, (OK, "") if none."""
     events = [e for e in map(observed, autograded.cells) if e]

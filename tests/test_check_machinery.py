@@ -949,3 +949,21 @@ def test_outcome_of_an_error_keeps_what_was_changed():
     probed = probe_all(SDPA, lambda q, k, v, **kw: (q.zero_(), 1 / 0), [dict()], CPU)
     assert probed.outcomes[0].error and probed.outcomes[0].modified == ("query",)
     assert isinstance(probed.outcomes[0], Outcome)
+
+
+def test_a_memory_bound_is_judged_on_the_memory_the_sandbox_measured():
+    """flash_attention's long case: past its bound the check earns nothing, with the memory used quoted
+    to two significant digits once sealed; within it, or failed already, the report stands; where
+    nothing was measured (no sandbox), the values decide and the report says so."""
+    from attention_checks.answers.judging import AS_IS, Report, Sealed
+    from autograder.grading.judge import MIB, judge_memory
+
+    passed = Report(3.0, 3.0, "✓ flash_attention: all 1 cases pass (3 / 3 points)")
+    over = judge_memory(passed, "flash_attention", 32, 391 * MIB + 12345, Sealed([]))
+    assert over.score == 0 and "used 390 MiB of memory" in over.text and "fits in 32 MiB" in over.text
+    assert "used 391 MiB" in judge_memory(passed, "flash_attention", 32, 391 * MIB, AS_IS).text
+    assert judge_memory(passed, "flash_attention", 32, 31 * MIB, AS_IS) == passed
+    failed = Report(0.0, 3.0, "✗ flash_attention: 1 of 1 cases fail (0 / 3 points)")
+    assert judge_memory(failed, "flash_attention", 32, 500 * MIB, AS_IS) == failed
+    unmeasured = judge_memory(passed, "flash_attention", 32, None, AS_IS)
+    assert unmeasured.score == 3 and "not measured here" in unmeasured.text

@@ -256,3 +256,118 @@ def test_public_functions_running_private_code_are_the_students_call():
     with ForbiddenCalls({}) as guard:
         torch.vmap(softmax, in_dims=(0, None, None))(torch.randn(2, 3, 4), -1, False)
     assert guard.seen == [PRIVATE_IMPLEMENTATIONS]
+
+
+# --------------------------------------------------------------------------------------------
+# streaming judged from outside the kernel (item 2): flash_attention's long case, graded by the CLI
+
+FULL_MATRIX = code("""
+    def full_attention(q, k, v, block_size, causal=False):
+        L, S = q.shape[-2], k.shape[-2]
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
+        return (weights / weights.sum(-1, keepdim=True)) @ v""")
+# the checks' dispatch mode switched off by a name no source scan reads (decoded from bytes)
+MODES_OFF = code("""
+    import torch.utils._python_dispatch as _dispatch
+    _off = getattr(_dispatch, bytes([95, 100, 105, 115, 97, 98, 108, 101, 95, 99, 117, 114, 114, 101, 110, 116,
+                                     95, 109, 111, 100, 101, 115]).decode())""")
+MEMORY_ATTACKS = {
+    "modes_off_decoded": FULL_MATRIX + MODES_OFF + code("""
+        def flash_attention(q, k, v, block_size, causal=False):
+            with _off():
+                return full_attention(q, k, v, block_size, causal)"""),
+    # ... and by its name: the source scan finds it, outside the kernel
+    "modes_off_named": FULL_MATRIX + code("""
+        from torch.utils._python_dispatch import _disable_current_modes
+        def flash_attention(q, k, v, block_size, causal=False):
+            with _disable_current_modes():
+                return full_attention(q, k, v, block_size, causal)"""),
+    # the whole matrix written into a buffer made in the solution cell, before the test began (the
+    # mode switched off too, or it would see the buffer)
+    "buffer_made_before": MODES_OFF + code("""
+        _buffer = torch.empty(2, 4096, 4096)
+        _buffer.fill_(0.0)
+        def flash_attention(q, k, v, block_size, causal=False):
+            with _off():
+                return _into_buffer(q, k, v, block_size, causal)
+        def _into_buffer(q, k, v, block_size, causal=False):
+            L, S = q.shape[-2], k.shape[-2]
+            if q.dim() != 3 or q.dtype != _buffer.dtype or q.shape[0] * L * S > _buffer.numel():
+                return streamed(q, k, v, block_size, causal)
+            scores = _buffer.view(-1)[:q.shape[0] * L * S].view(q.shape[0], L, S)
+            torch.matmul(q, k.transpose(-2, -1), out=scores)
+            scores.mul_(1 / math.sqrt(q.shape[-1]))
+            if causal:
+                scores.masked_fill_(torch.ones(L, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            scores.sub_(scores.amax(-1, keepdim=True)).exp_()
+            return (scores / scores.sum(-1, keepdim=True)) @ v"""),
+    # the whole matrix in numpy, which no PyTorch mode sees
+    "numpy_matrix": code("""
+        import numpy as np
+        def flash_attention(q, k, v, block_size, causal=False):
+            Q, K, V = (t.detach().double().numpy() for t in (q, k, v))
+            s = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+            if causal:
+                s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+            w = np.exp(s - s.max(-1, keepdims=True))
+            return torch.from_numpy((w / w.sum(-1, keepdims=True)) @ V).to(q.dtype)"""),
+}
+
+
+@pytest.fixture(scope="module")
+def streaming_class(tmp_path_factory):
+    from classroom import Results, grade, make_submission, reference_code
+
+    root, out = tmp_path_factory.mktemp("streaming") / "submitted", tmp_path_factory.mktemp("streaming-out")
+    make_submission(root, "reference", STREAMING)
+    streamed = reference_code(STREAMING)["flash_attention"].replace("def flash_attention(", "def streamed(")
+    for name, source in MEMORY_ATTACKS.items():
+        make_submission(root, name, STREAMING, {"flash_attention": streamed + "\n\n" + source})
+    run = grade(root, out, *OPTIONS)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return Results.read(out), out
+
+
+STREAMING = "09-attention-at-scale"
+
+
+def _flash_tests(results, student: str) -> dict[str, dict]:
+    return {t["grade_id"]: t for t in results.notebooks[(student, STREAMING)]["tests"] if "flash" in t["grade_id"]}
+
+
+def test_flash_attentions_memory_is_judged_from_outside_the_kernel(streaming_class):
+    """The memory the long case used is read by the sandbox: a whole score matrix fails it however it
+    was computed (its dispatch mode switched off, in numpy, in a buffer made before the test), and the
+    honest twin keeps full marks."""
+    import nbformat
+
+    from autograder.results import memory_used
+
+    results, out = streaming_class
+    reference = _flash_tests(results, "reference")
+    assert all(t["passed"] for t in reference.values()) and reference["test_flash_attention_memory"]["points"] == 3
+    nb = nbformat.read(out / "autograded" / "reference" / STREAMING / "attention_at_scale.ipynb", 4)
+    (long_case,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_flash_attention_memory"]
+    assert memory_used(long_case) < 24 * 2**20  # block by block: a few MiB
+    for name in ("modes_off_decoded", "numpy_matrix", "buffer_made_before"):
+        tests = _flash_tests(results, name)
+        memory = tests["test_flash_attention_memory"]
+        assert memory["points"] == 0 and "MiB of memory, measured from outside" in memory["message"], memory
+        # the mode switched off (or never seeing numpy), the other cells' values pass: only the
+        # memory measured outside tells the whole matrix
+        assert all(t["passed"] for gid, t in tests.items() if gid != "test_flash_attention_memory"), tests
+        assert float(results.grades[(name, STREAMING)]["score"]) == float(
+            results.grades[("reference", STREAMING)]["score"]) - 3
+
+
+def test_switching_the_checks_modes_off_by_name_is_forbidden(streaming_class):
+    from attention_checks.core import MODES_SWITCHED_OFF
+
+    results, _ = streaming_class
+    tests = _flash_tests(results, "modes_off_named")
+    assert all(t["points"] == 0 for t in tests.values()), tests
+    assert all(MODES_SWITCHED_OFF in t["message"] and "_disable_current_modes" in t["message"]
+               for t in tests.values()), tests

@@ -348,6 +348,33 @@ def hold(mib):  # touch every page: resident memory, not only address space
 """
 
 
+def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_path):
+    """The fork server measures what each test cell used (what flash_attention's long case is judged
+    on): new memory at its peak (200 MiB held for a moment and freed), memory held before the cell
+    and written in it (a buffer made beforehand), or written and then given back before the end.
+    A cell that touches nothing it held is not charged for it; the student's code cannot reset the
+    measure (its own clear_refs is closed to it)."""
+    from autograder.results import memory_used
+
+    nb = run_notebook(tmp_path, [HOLD_MEMORY, "before, buffer = hold(150), hold(120)",
+                                 graded_cell("hold(200).close()"),
+                                 graded_cell("print(6 * 7)"),
+                                 graded_cell("buffer[:] = b'y' * len(buffer)"),
+                                 graded_cell("buffer.write(b'z' * len(buffer))\nbuffer.close()"), """
+        try:
+            open("/proc/self/clear_refs", "w").write("5")
+            print("RESET")
+        except OSError as error:
+            print(type(error).__name__)"""])
+    new, idle, rewritten, given_back = (memory_used(cell) for cell in nb.cells[2:6])
+    assert 190 * 2**20 <= new < 230 * 2**20, new
+    assert idle < 16 * 2**20, idle  # the 270 MiB held since before the cell are not its
+    assert 115 * 2**20 <= rewritten < 150 * 2**20, rewritten
+    assert 115 * 2**20 <= given_back < 150 * 2**20, given_back
+    assert memory_used(nb.cells[1]) is None  # only test cells are measured
+    assert nb.cells[6].outputs[0].text == "PermissionError\n"
+
+
 @needs_memory_group
 def test_memory_is_limited_for_all_of_a_kernels_processes_together(tmp_path):
     """Four children of 700 MiB each stay under a 2 GiB limit per process, not together: the

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from ..core import (DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed, PartialCredit, _dtype_name,
-                    quiet, tolerance)
+from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed,
+                    PartialCredit, _dtype_name, quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
 from .crashes import CRASHES
 from .fits import FITS
@@ -806,4 +806,5 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     kernel_seen = [n for n in recorded if isinstance(n, str) and n in names] if isinstance(recorded, list) else []
     by_name = {str(f): f for f in found}
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
+    uses.sort(key=lambda use: str(use) in ALWAYS_FORBIDDEN)  # the mirrored function first, the ways of hiding it after
     return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting)

@@ -29,7 +29,7 @@ from attention_checks.record import MIME
 
 from autograder.cells import grade_id_of, holds_hidden_tests, is_student_cell, is_test_cell, nbgrader_metadata
 from autograder.grading.scanner import SourceScanner, StudentObject
-from autograder.results import VERDICT, CellVerdict, executor_error, observed
+from autograder.results import VERDICT, CellVerdict, executor_error, memory_used, observed
 
 
 class _CellNamespace(dict):
@@ -75,14 +75,42 @@ class JudgedCheck:
     data (in the kernel, the same check prints it or raises it)."""
 
     def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, quoting: Quoting,
-                 reports: list[Report]):
+                 reports: list[Report], memory_used: int | None = None):
         self.check, self.replay, self.scanner, self.quoting, self.reports = check, replay, scanner, quoting, reports
+        self.memory_used = memory_used  # the cell's, measured by the sandbox (None: not measured)
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
         found = self.scanner.uses(student, self.check.forbidden_names)
         record = self.replay.take(self.check.name)
-        self.reports.append(judge_records(self.check, record, cases, points=points, found=found,
-                                          quoting=self.quoting))
+        report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting)
+        bounds = [self.check.spec(case).get("memory_mib") for case in cases]
+        if any(bounds):
+            report = judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
+                                  self.quoting)
+        self.reports.append(report)
+
+
+MIB = 2**20
+
+
+def judge_memory(report: Report, name: str, bound_mib: float, used: int | None, quoting: Quoting) -> Report:
+    """A check whose cases must fit in ``bound_mib`` MiB, judged on the memory the test cell used
+    as the sandbox measured it from outside the kernel (``used``, bytes: see
+    SandboxedExecute._note_memory): past the bound, the check earns nothing, however its values
+    came out. Where the notebook ran without the grader's fork server (no sandbox, a cold kernel),
+    nothing was measured: the values decide, and the report says so."""
+    if used is None:
+        return Report(report.score, report.points, report.text + f"\n    (not measured here: its memory limit of "
+                      f"{bound_mib:g} MiB is checked where the grader runs notebooks in its sandbox)")
+    if used <= bound_mib * MIB or report.score <= 0:  # (what already failed says why)
+        return report
+    return Report(0.0, report.points, (
+        f"✗ {name}: while this test ran, your code used {float(quoting.magnitude(used / MIB)):g} MiB of memory, "
+        f"measured from outside the notebook's kernel; its case fits in {bound_mib:g} MiB when computed block "
+        f"by block (0 / {report.points:g} points)\n"
+        "    hint: the whole (L, S) matrix of scores, or a copy of it in any form (numpy, another dtype, a buffer "
+        "made beforehand), must never exist: keep one (block_size, block_size) tile of scores at a time, with a "
+        "running maximum, sum and output per query"))
 
 
 def run_test_source(source: str, shared: dict) -> Any:
@@ -134,7 +162,8 @@ class JudgeTests(NbGraderPreprocessor):
                    if o.output_type == "display_data" and MIME in o.get("data", {})]
         printed, reports, replay = io.StringIO(), [], Replay(records)
         # the check names mean: judge the cell's next record (every other name is the student's)
-        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports)
+        used = memory_used(cell)
+        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports, used)
                                                for name, check in registry.load_all().items()}}
         error = None  # (the error's name, its text)
         try:

@@ -14,6 +14,13 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
     {"op": "inspect", "pid": n}      -> {"seccomp": mode, "threads": n, "processes": n}: the kernel's
                                         seccomp mode and threads (/proc), and the sandbox's
                                         processes but its init and the server
+    {"op": "memory", "pid": n, "reset": bool}
+                                     -> {"resident": bytes, "peak": bytes, "referenced": bytes}: the
+                                        kernel's resident memory now, its peak since the last reset
+                                        (or its start), and its pages marked used (its code's, and
+                                        the data it read or wrote since the last reset); a reset
+                                        first makes the peak what is resident now and marks its data
+                                        unused
     {"op": "reset"}                  -> {"killed": n, "clean": bool}: every other process of
                                         the sandbox killed, /tmp, /dev/shm, SysV IPC, POSIX
                                         message queues, the user's keyrings and the scratch
@@ -67,6 +74,12 @@ KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 1, 7, 22
 KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
 _libc = ctypes.CDLL(None, use_errno=True)
 _exit_codes: dict[int, int] = {}  # kernels reaped by kill(), for the next poll()
+# Each kernel's /proc/PID/clear_refs and smaps_rollup, opened by the server while the kernel let it
+# (``spawn``): writing "2" to clear_refs marks its anonymous pages (its data, not its code) unused, so
+# that smaps_rollup's "Referenced" grows by those it reads or writes; "5" makes its peak resident
+# memory (VmHWM) what it holds now.
+_memory_files: dict[int, tuple[int, int]] = {}
+CLEAR_REFS_USED, CLEAR_REFS_PEAK = b"2", b"5"
 
 # Where a kernel works (its current folder and HOME): in the sandbox's /tmp, a RAM disk with a size.
 KERNEL_FOLDER = "/tmp/work"
@@ -232,12 +245,37 @@ def initialize_holding_threads(app) -> list[threading.Thread]:
 
 
 def spawn(argv: list[str], files: str, one_thread: bool = True) -> int:
+    # The kernel inherits the server's non-dumpable flag: its /proc files are root's, so that neither it
+    # nor the server can reset or read its memory's use. For a moment it is dumpable, while the server
+    # opens those files (an open file keeps its rights); the student's code, later, cannot open them.
+    dumpable, opened = os.pipe(), os.pipe()
     pid = os.fork()
     if pid:
+        os.close(dumpable[1])
+        os.close(opened[0])
         _exit_codes.pop(pid, None)  # an earlier process's, if the pid comes round again
+        try:
+            if os.read(dumpable[0], 1):
+                clear = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    _memory_files[pid] = clear, os.open(f"/proc/{pid}/smaps_rollup", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    os.close(clear)
+                    raise
+        except OSError:
+            pass  # this kernel's memory is not measured: "memory" answers {} for it
+        finally:
+            os.close(dumpable[0])
+            os.close(opened[1])  # the kernel goes on either way
         return pid
     try:  # the kernel: never returns to the server's loop
         os.setsid()
+        os.close(dumpable[0])
+        os.close(opened[1])
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.write(dumpable[1], b"!")
+        os.read(opened[0], 1)  # b"" once the server closed its end
+        _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
@@ -245,6 +283,34 @@ def spawn(argv: list[str], files: str, one_thread: bool = True) -> int:
         run_kernel(argv, files, one_thread)
     finally:
         os._exit(0)
+
+
+def _kib(fields: dict[str, str], name: str) -> int:
+    return int(fields[name].split()[0]) * 1024
+
+
+def memory(pid: int, reset: bool) -> dict:
+    """The kernel's resident memory, its peak and what it used of what it holds (bytes), after
+    marking every page unused and making the peak what it holds now if ``reset``; {} once it is
+    gone or its memory is not measured."""
+    if pid not in _memory_files:
+        return {}
+    clear, rollup = _memory_files[pid]
+    try:
+        if reset:
+            os.write(clear, CLEAR_REFS_USED)
+            os.write(clear, CLEAR_REFS_PEAK)
+        with open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+        used = dict(line.split(":", 1) for line in os.pread(rollup, 1 << 16, 0).decode().splitlines()[1:])
+        return {"resident": _kib(fields, "VmRSS"), "peak": _kib(fields, "VmHWM"), "referenced": _kib(used, "Referenced")}
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
+def _forget(pid: int) -> None:
+    for fd in _memory_files.pop(pid, ()):
+        os.close(fd)
 
 
 def run_kernel(argv: list[str], files: str, one_thread: bool = True) -> None:
@@ -325,6 +391,7 @@ def kill(pid: int) -> None:
         _exit_codes[pid] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except ChildProcessError:  # reaped before
         pass
+    _forget(pid)
 
 
 def poll(pid: int) -> int | None:
@@ -333,9 +400,11 @@ def poll(pid: int) -> int | None:
     try:
         done, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:  # reaped before
+        _forget(pid)
         return -signal.SIGKILL
     if not done:
         return None
+    _forget(pid)
     return os.waitstatus_to_exitcode(status)
 
 
@@ -348,6 +417,8 @@ def reset(scratch: str, scratch_link: str) -> tuple[int, bool]:
     (the scratch folder's path on the host) leads to ``scratch`` again."""
     killed = 0
     _exit_codes.clear()
+    for pid in list(_memory_files):
+        _forget(pid)
     for _ in range(1000):
         others = _other_processes()
         if not others:
@@ -517,6 +588,8 @@ def serve(scratch_link: str, font_lists: list[str]) -> None:
             answer = {"exit": poll(request["pid"])}
         elif op == "inspect":
             answer = {**confinement(request["pid"]), "processes": len(_other_processes())}
+        elif op == "memory":
+            answer = memory(request["pid"], request.get("reset", False))
         elif op == "kill":
             kill(request["pid"])
             answer = {}

@@ -34,7 +34,7 @@ from traitlets import Bool, Integer, Type, Unicode
 from attention_checks.record import MIME
 
 from autograder.cells import holds_hidden_tests, is_test_cell
-from autograder.results import OBSERVED, OUTPUT_CUT, executor_error
+from autograder.results import MEMORY, OBSERVED, OUTPUT_CUT, executor_error
 from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_FOLDER_PREFIX, KERNEL_LAUNCHER, PROCESSES, SOCKET_NAME,
                                       SOCKETS_FOLDER, give_to, make_scratch, remove_scratch, sandbox_command,
                                       sandbox_limits, sandbox_uid, sockets_folder_problem)
@@ -182,6 +182,18 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         except ForkServerError:
             return {}
 
+    def memory(self, reset: bool = False) -> dict:
+        """The kernel's resident memory, its peak since the last reset and how much of what it holds
+        it read or wrote since then, in bytes (``resident``, ``peak``, ``referenced``), as its fork
+        server reads them from outside; ``reset`` starts a new measure first. {} for a cold kernel,
+        or one whose server is gone."""
+        if not self._server or self.provisioner is None or self.provisioner.process is None:
+            return {}
+        try:
+            return self._server.ask("memory", pid=self.provisioner.process.pid, reset=reset)
+        except ForkServerError:
+            return {}
+
     def oom_kills(self) -> int:
         """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
         its processes together held more than ``memory_limit``."""
@@ -252,6 +264,7 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         for cell in nb.cells:  # only what this run observes is noted (RebuildFromSource leaves none)
             cell.get("metadata", {}).pop(OBSERVED, None)
+            cell.get("metadata", {}).pop(MEMORY, None)
         self._deadline = time.monotonic() + self.notebook_timeout
         self._cell_bytes, self._record_bytes, self._stopped = {}, 0, False
         self._notebook_bytes, self._notebook_cut = 0, False
@@ -275,9 +288,11 @@ class SandboxedExecute(Execute):
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
         if self._at_start is None:
             self._at_start = self.km.confinement() if hasattr(self.km, "confinement") else {}
+        start = self._memory(reset=True) if test else {}
         try:
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
+            self._note_memory(cell, start)
             if self._spawned():  # whatever else happened: no later cell runs
                 self._stopped = True
                 self._observe(cell, "spawned")
@@ -293,6 +308,21 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             self._observe(cell, "cell_timeout")
         return cell, resources
+
+    def _memory(self, reset: bool = False) -> dict:
+        return self.km.memory(reset) if hasattr(self.km, "memory") else {}
+
+    def _note_memory(self, cell, start: dict) -> None:
+        """Note in a test cell's metadata how much memory the kernel used while the cell ran, read
+        from outside by the fork server (what the checks of a streaming algorithm are judged on; no
+        note where it was not measured): the most of its new memory held at once, or, if more, the
+        memory it read or wrote that it already held (a buffer made before the test), counting
+        what it gave back during the cell as used (such a buffer, freed before the end)."""
+        end = self._memory() if start else {}
+        if end:
+            new = end["peak"] - start["resident"]
+            held_before = end["referenced"] - start["referenced"] + max(0, start["resident"] - end["resident"])
+            cell.metadata[MEMORY] = {"used": max(new, held_before, 0)}
 
     def _spawned(self) -> bool:
         """Whether the kernel runs more threads, or its sandbox more processes, than before the
