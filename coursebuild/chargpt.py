@@ -240,7 +240,7 @@ def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
 def generate(model: CharGPT, prompt: torch.Tensor, steps: int, generator: torch.Generator,
              temperature=1.0, top_k=None, top_p=None) -> torch.Tensor:
     """prompt (L,) ids -> (L + steps,): each next id drawn from the last position's distribution,
-    with at most max_len ids of context (the model's longest trained window)."""
+    with at most SETTINGS["context"] ids of context (the windows the models were trained on)."""
     ids = prompt
     for _ in range(steps):
         logits = model(ids[None, -SETTINGS["context"]:])[0, -1]  # (vocab,)
@@ -274,8 +274,11 @@ def beam_search(step_fn, start, beam_size, max_len, eos):
 # --------------------------------------------------------------------------
 # what chapter 10 shows
 
-SAMPLING = dict(prompt="Attention compares every query with every k", temperatures=[0.3, 0.5, 0.7, 1.0, 1.3, 1.6, 2.0],
-                top_ks=[None, 1, 2, 3, 5, 10], top_ps=[None, 0.5, 0.7, 0.9, 0.95])
+# two contexts: one where the next character is all but certain (the end of "key"), one at the start
+# of a word, where many are likely: top-p keeps few characters after the first, many after the second
+SAMPLING = dict(prompts=["Attention compares every query with every k", "Attention compares every query with the "],
+                temperatures=[0.3, 0.5, 0.7, 1.0, 1.3, 1.6, 2.0], top_ks=[None, 1, 2, 3, 5, 10],
+                top_ps=[None, 0.5, 0.7, 0.9, 0.95])
 SAMPLES = [("greedy (temperature 0.01)", dict(temperature=0.01)), ("temperature 0.5", dict(temperature=0.5)),
            ("temperature 1.0", dict(temperature=1.0)), ("temperature 1.5", dict(temperature=1.5)),
            ("top-k 5", dict(top_k=5)), ("top-p 0.9", dict(top_p=0.9))]
@@ -301,14 +304,15 @@ def rope_figures() -> dict:
 
 
 def sampling_figure(lm: CharGPT, data: CharData) -> dict:
-    """The next-character distribution after the prompt for every temperature, top-k and top-p:
-    probabilities (temperatures, top-ks, top-ps, vocab)."""
-    ids = data.encode(SAMPLING["prompt"])[None, -SETTINGS["context"]:]
+    """The next-character distribution after each prompt for every temperature, top-k and top-p:
+    logits (prompts, vocab), probabilities (prompts, temperatures, top-ks, top-ps, vocab)."""
+    ids = torch.stack([data.encode(prompt)[-SETTINGS["context"]:] for prompt in SAMPLING["prompts"]])
     with torch.no_grad():
-        logits = lm(ids)[0, -1]  # (vocab,)
-    grid = torch.stack([torch.stack([torch.stack([next_token_distribution(logits, t, k, p)
-                                                  for p in SAMPLING["top_ps"]]) for k in SAMPLING["top_ks"]])
-                        for t in SAMPLING["temperatures"]])
+        logits = lm(ids)[:, -1]  # (prompts, vocab)
+    grid = torch.stack([torch.stack([torch.stack([torch.stack([next_token_distribution(row, t, k, p)
+                                                               for p in SAMPLING["top_ps"]])
+                                                  for k in SAMPLING["top_ks"]])
+                                     for t in SAMPLING["temperatures"]]) for row in logits])
     return dict(SAMPLING, logits=logits, probabilities=grid)
 
 
