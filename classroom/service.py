@@ -46,8 +46,9 @@ def course_source(root: Path, copies: tuple[str, ...] = ()) -> Path:
 def issue_tokens(data: Path, students: list[str], instructors: list[str] = ("prof",),
                  db: str | None = None) -> dict[str, str]:
     roster = data.parent / "roster.csv"
-    roster.write_text("student_id,name,email\n" + "".join(f"{s},{s.title()} Student,{s}@example.edu\n"
-                                                          for s in students))
+    # lms_id: each student's Moodle participant id (the feedback zip's folders are named by it)
+    roster.write_text("student_id,lms_id,name,email\n" + "".join(
+        f"{s},{1000 + n},{s.title()} Student,{s}@example.edu\n" for n, s in enumerate(students)))
     out = data.parent / "tokens.csv"
     args = [sys.executable, "-m", "autograder", "tokens", str(roster), "--data", str(data), "--out", str(out),
             *(("--db", db) if db else ())]

@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import zipfile
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ import yaml
 
 from autograder.report import FORMULA_STARTS
 from autograder.service.db import Database
-from classroom import REPO, secret_lines
+from classroom import REPO, notebook_name, secret_lines
 from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
@@ -159,6 +160,7 @@ ISOLATION = {
     ("GET", "/instructor"): "instructor",
     ("GET", "/instructor/students/{student_id}"): "instructor",
     ("GET", "/instructor/export/{assignment}"): "instructor",
+    ("GET", "/instructor/export/{assignment}/feedback"): "instructor",
     ("GET", "/instructor/report/{assignment}"): "instructor",
 }
 
@@ -282,6 +284,22 @@ def test_instructor_table_history_and_exports(service, graded):
                 assert by_id["ann"]["score"] == "8" and by_id["ann"]["status"] == "ok"
                 assert set(by_id) == set(STUDENTS)  # everyone on the roster: the unsubmitted as missing
         assert prof.get(f"/instructor/export/{ASSIGNMENT}?format=xls").status_code == 400
+        # Moodle's worksheet carries each graded student's feedback comment, and its bulk upload of
+        # feedback files each graded student's page, in the folder Moodle's download names
+        moodle = {r["Identifier"]: r for r in csv.DictReader(io.StringIO(
+            prof.get(f"/instructor/export/{ASSIGNMENT}?format=moodle&which=best").text.lstrip("\ufeff")))}
+        ann = f"Participant {1000 + STUDENTS.index('ann')}"
+        assert "test_" in moodle[ann]["Feedback comments"], moodle[ann]
+        reply = prof.get(f"/instructor/export/{ASSIGNMENT}/feedback?format=moodle&which=best")
+        assert reply.status_code == 200 and reply.headers["X-Students-Left-Out"] == "0"
+        with zipfile.ZipFile(io.BytesIO(reply.content)) as archive:
+            names = archive.namelist()
+            page = archive.read(f"Ann Student_{1000 + STUDENTS.index('ann')}_assignsubmission_file/"
+                                f"{notebook_name(ASSIGNMENT)}-feedback.html").decode()
+        graded_students = {r["Identifier"] for r in moodle.values() if r["Grade"]}
+        assert len(names) == len(graded_students) and "8" in page and "<html" in page.lower()
+        canvas = prof.get(f"/instructor/export/{ASSIGNMENT}/feedback?format=canvas&which=best")
+        assert canvas.status_code == 409 and "file ids" in canvas.json()["detail"]
 
 
 def test_tokens_command_needs_a_roster_or_an_instructor(tmp_path):

@@ -39,7 +39,7 @@ from starlette.templating import Jinja2Templates
 
 from autograder.cells import grade_id_of
 from autograder.instructor import lms
-from autograder.report import grades_csv
+from autograder.report import ResultsWriter
 from autograder.results import NotebookResult
 from autograder.submissions import load_notebook
 
@@ -290,19 +290,45 @@ class Service:
                          "latest": graded[-1] if graded else None})
         return rows
 
-    def export(self, assignment: str, fmt: str, which: str) -> str:
-        """The class's grades in an LMS's import format (lms.export): each student's best or
-        latest graded submission; a student with none is 'missing'."""
+    def _results_folder(self, assignment: str, which: str, folder: Path) -> list[lms.Student]:
+        """Each student's best or latest graded submission written into ``folder`` as ``grade``
+        writes its results (grades.csv, results.json, feedback/), which the LMS exports read;
+        returns the roster. A student with none is 'missing'."""
         chosen = [row[which] for row in self.class_table(assignment) if row[which] is not None]
-        results = [NotebookResult.from_json(s.result) for s in chosen]
-        roster = [lms.Student(p.id, p.lms_id or p.id, p.name, p.email) for p in self.students()]
+        if not chosen:  # lms.export needs a graded row for the maximum score
+            raise HTTPException(409, f"no graded submission of {assignment} yet")
+        writer = ResultsWriter(folder)
+        for submission in chosen:
+            page = self.storage.feedback(submission.id)
+            writer.add(NotebookResult.from_json(submission.result),
+                       page.read_text(encoding="utf-8") if page.is_file() else None)
+        writer.finish()
+        return [lms.Student(p.id, p.lms_id or p.id, p.name, p.email) for p in self.students()]
+
+    def export(self, assignment: str, fmt: str, which: str) -> str:
+        """The class's grades in an LMS's import format (lms.export), with each student's feedback
+        comment where the LMS's sheet has a column for it (Moodle)."""
         with tempfile.TemporaryDirectory(prefix="autograder-export-") as tmp:
-            grades, out = Path(tmp, "grades.csv"), Path(tmp, f"{assignment}-{fmt}.csv")
-            if not results:  # lms.export needs a graded row for the maximum score
-                raise HTTPException(409, f"no graded submission of {assignment} yet")
-            grades.write_text(grades_csv(sorted(results, key=lambda r: r.student_id)), encoding="utf-8")
-            lms.export(grades, fmt, out, assignment, roster)
+            roster = self._results_folder(assignment, which, Path(tmp))
+            out = Path(tmp, f"{assignment}-{fmt}.csv")
+            lms.export(Path(tmp, "grades.csv"), fmt, out, assignment, roster)
             return out.read_text(encoding="utf-8")
+
+    def feedback_zip(self, assignment: str, fmt: str, which: str) -> tuple[bytes, int]:
+        """Moodle's "Upload multiple feedback files in a zip": each graded student's feedback page
+        in a folder named as Moodle's download names it (lms.feedback_upload); returns the zip and
+        how many graded students it leaves out (no Moodle participant id on the roster)."""
+        if fmt != "moodle":
+            raise HTTPException(409, "Canvas attaches re-uploaded files by the user and file ids in its own "
+                                     "submissions download, and a notebook submitted here has none: for Canvas, "
+                                     "collect its download and run `export --format canvas --feedback-zip` (README)")
+        with tempfile.TemporaryDirectory(prefix="autograder-export-") as tmp:
+            roster = self._results_folder(assignment, which, Path(tmp))
+            _, rows, _ = lms.grade_rows(Path(tmp, "grades.csv"), assignment, roster)
+            upload = lms.feedback_upload(Path(tmp), fmt, rows, assignment)
+            archive = Path(tmp, "feedback.zip")
+            lms.write_zip(archive, upload.members)
+            return archive.read_bytes(), len(upload.left_out)
 
 
 def score_distribution(scores: Iterable[float], max_score: float) -> list[dict]:
@@ -504,6 +530,16 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(400, "export/<assignment>?format=canvas|moodle|csv&which=best|latest")
         return Response(service.export(assignment, format, which), media_type="text/csv", headers={
             "Content-Disposition": f'attachment; filename="{assignment}-{which}-{format}.csv"'})
+
+    @app.get("/instructor/export/{assignment}/feedback")
+    def export_feedback(request: Request, assignment: str, format: str = "moodle", which: str = "best"):
+        service.require(request, tables.INSTRUCTOR)
+        if assignment not in service.notebooks or format not in ("canvas", "moodle") or which not in ("best", "latest"):
+            raise HTTPException(400, "export/<assignment>/feedback?format=moodle&which=best|latest")
+        archive, left_out = service.feedback_zip(assignment, format, which)
+        return Response(archive, media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{assignment}-{which}-{format}-feedback.zip"',
+            "X-Students-Left-Out": str(left_out)})
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
