@@ -25,6 +25,17 @@ def is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(nbgrader.get("grade")) and not nbgrader.get("solution")
 
 
+# The case key of a check whose memory the grader measures (attention_checks.attention_at_scale):
+# a test cell that names it is one the sandbox measures (a test cell is the course's own source).
+MEMORY_BOUND = "memory_mib"
+
+
+def measures_memory(cell) -> bool:
+    """A test cell whose checks are judged on the memory it uses, which the sandbox then measures
+    (it costs some 20 ms a cell, so only there)."""
+    return is_test_cell(cell) and MEMORY_BOUND in cell.get("source", "")
+
+
 def is_student_cell(cell) -> bool:
     """A cell whose code the student wrote: a solution cell, or one they added."""
     nbgrader = nbgrader_metadata(cell)

@@ -93,13 +93,17 @@ def changed_scores(before: Path, after: Path) -> list[tuple[str, str, str, str]]
 
 def changed_messages(before: Path, after: Path) -> tuple[bool, int, int]:
     """(whether the two results.json are the same without their tests' messages, how many messages
-    differ, how many tests there are): a change of wording alone leaves every score and status."""
-    def split(path: Path) -> tuple[list, list[str]]:
+    differ, how many tests there are): a change of wording alone leaves every score and status.
+    Tests are matched by student, assignment, notebook and grade id (a test added or removed is a
+    message that differs)."""
+    def split(path: Path) -> tuple[list, dict[tuple, str | None]]:
         notebooks = json.loads(path.read_text())
-        texts = [test.pop("message", None) for notebook in notebooks for test in notebook.get("tests", [])]
+        texts = {(notebook["student_id"], notebook["assignment"], notebook["notebook"], test["grade_id"]):
+                 test.pop("message", None) for notebook in notebooks for test in notebook.get("tests", [])}
         return notebooks, texts
     (old, old_texts), (new, new_texts) = split(before), split(after)
-    return old == new, sum(a != b for a, b in zip(old_texts, new_texts)), len(new_texts)
+    keys = old_texts.keys() | new_texts.keys()
+    return old == new, sum(old_texts.get(k) != new_texts.get(k) for k in keys), len(new_texts)
 
 
 if __name__ == "__main__":

@@ -356,11 +356,13 @@ def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_pat
     measure (its own clear_refs is closed to it)."""
     from autograder.results import memory_used
 
+    measured = "# a test of memory_mib\n"  # the case key that makes the sandbox measure a test cell
     nb = run_notebook(tmp_path, [HOLD_MEMORY, "before, buffer = hold(150), hold(120)",
-                                 graded_cell("hold(200).close()"),
-                                 graded_cell("print(6 * 7)"),
-                                 graded_cell("buffer[:] = b'y' * len(buffer)"),
-                                 graded_cell("buffer.write(b'z' * len(buffer))\nbuffer.close()"), """
+                                 graded_cell(measured + "hold(200).close()"),
+                                 graded_cell(measured + "print(6 * 7)"),
+                                 graded_cell(measured + "buffer[:] = b'y' * len(buffer)"),
+                                 graded_cell(measured + "buffer.write(b'z' * len(buffer))\nbuffer.close()"),
+                                 graded_cell("hold(200).close()"), """
         try:
             open("/proc/self/clear_refs", "w").write("5")
             print("RESET")
@@ -371,8 +373,9 @@ def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_pat
     assert idle < 16 * 2**20, idle  # the 270 MiB held since before the cell are not its
     assert 115 * 2**20 <= rewritten < 150 * 2**20, rewritten
     assert 115 * 2**20 <= given_back < 150 * 2**20, given_back
-    assert memory_used(nb.cells[1]) is None  # only test cells are measured
-    assert nb.cells[6].outputs[0].text == "PermissionError\n"
+    # only test cells of a memory bound are measured (it costs some 20 ms a cell)
+    assert memory_used(nb.cells[1]) is None and memory_used(nb.cells[6]) is None
+    assert nb.cells[7].outputs[0].text == "PermissionError\n"
 
 
 @needs_memory_group

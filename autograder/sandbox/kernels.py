@@ -33,7 +33,7 @@ from traitlets import Bool, Integer, Type, Unicode
 
 from attention_checks.record import MIME
 
-from autograder.cells import holds_hidden_tests, is_test_cell
+from autograder.cells import holds_hidden_tests, is_test_cell, measures_memory
 from autograder.results import MEMORY, OBSERVED, OUTPUT_CUT, executor_error
 from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_FOLDER_PREFIX, KERNEL_LAUNCHER, PROCESSES, SOCKET_NAME,
                                       SOCKETS_FOLDER, give_to, make_scratch, remove_scratch, sandbox_command,
@@ -288,7 +288,7 @@ class SandboxedExecute(Execute):
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
         if self._at_start is None:
             self._at_start = self.km.confinement() if hasattr(self.km, "confinement") else {}
-        start = self._memory(reset=True) if test else {}
+        start = self._memory(reset=True) if measures_memory(cell) else {}
         try:
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
