@@ -57,11 +57,38 @@ Tensor = torch.Tensor
 # aten reductions, by overload packet name: the extent of one is numel(input) / numel(output)
 REDUCTIONS = {"amax", "amin", "max", "min", "sum", "nansum", "mean", "logsumexp", "prod", "argmax", "argmin",
               "aminmax", "std", "var", "linalg_vector_norm", "norm"}
+# ... and what reduces without shrinking its input, each over so many entries: a running (cumulative)
+# operation over its dimension, a pooling over its window, a matrix product over the contracted one
+CUMULATIVE = {"cumsum", "cumprod", "logcumsumexp", "_logcumsumexp", "cummax", "cummin"}
+POOLING = {"avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d", "max_pool1d_with_indices",
+           "max_pool2d_with_indices", "_adaptive_avg_pool2d", "adaptive_max_pool2d", "lp_pool1d"}
+PRODUCTS = {"mm": 0, "bmm": 0, "mv": 0, "dot": 0, "vdot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1, "addbmm": 1}
+
+
+def reduction_extent(name: str, args: tuple, outputs: list[Tensor]) -> int:
+    """How many entries of its input one output entry of the aten operation ``name`` depends on
+    (1 for what is not a reduction)."""
+    tensor = args[0] if args and isinstance(args[0], Tensor) else None
+    if tensor is None or not outputs:
+        return 1
+    if name in REDUCTIONS and tensor.numel() > outputs[0].numel():
+        return tensor.numel() // max(outputs[0].numel(), 1)
+    if name in CUMULATIVE and len(args) > 1 and isinstance(args[1], int) and tensor.dim():
+        return tensor.shape[args[1]]
+    if name in POOLING:
+        window = args[1] if len(args) > 1 else 1
+        window = math.prod(window) if isinstance(window, (list, tuple)) else int(window)
+        return max(window, tensor.numel() // max(outputs[0].numel(), 1))
+    if name in PRODUCTS:
+        first = args[PRODUCTS[name]]
+        return first.shape[-1] if isinstance(first, Tensor) and first.dim() else 1
+    return 1
 
 
 class Footprint(TorchDispatchMode):
     """Records the largest tensor an operation made, among all its outputs (its number of elements and
-    shape), and the largest reduction (how many elements went into one output element, and the operation)."""
+    shape), and the largest reduction (how many elements went into one output element, and the
+    operation: a reduction, a running sum or maximum, a pooling or a matrix product)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -80,11 +107,9 @@ class Footprint(TorchDispatchMode):
             if tensor.numel() > self.largest:
                 self.largest, self.largest_shape = tensor.numel(), tuple(tensor.shape)
         name = func.overloadpacket.__name__
-        if outputs and name in REDUCTIONS and args and isinstance(args[0], Tensor) \
-                and args[0].numel() > outputs[0].numel():
-            extent = args[0].numel() // max(outputs[0].numel(), 1)
-            if extent > self.reduced:
-                self.reduced, self.reduced_by = extent, name
+        extent = reduction_extent(name, args, outputs)
+        if extent > self.reduced:
+            self.reduced, self.reduced_by = extent, name
         return out
 
 

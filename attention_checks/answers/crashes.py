@@ -65,9 +65,10 @@ def _module_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
 
 def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
     if "NotStreamed" in error:
-        return ["Your online_softmax reduces a whole row at once (x.max(-1), x.sum(-1) or the like over all N "
-                "entries): an online softmax never holds more than one block of a row; read the row block by "
-                "block, keeping a running maximum and a running sum of each row."]
+        return ["Your online_softmax reduces a whole row at once (x.max(-1), x.sum(-1), a running cumsum or "
+                "cummax, a pooling or a product with a vector of ones over all N entries): an online softmax never "
+                "holds more than one block of a row; read the row block by block, keeping a running maximum and a "
+                "running sum of each row."]
     return []
 
 
