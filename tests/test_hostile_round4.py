@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from classroom import load_corpus
 from test_hostile import Attack, code
 from test_hostile_round3 import OPTIONS, _after, check_attacks, graded, shown_to_student
 
@@ -261,14 +262,9 @@ def test_public_functions_running_private_code_are_the_students_call():
 # --------------------------------------------------------------------------------------------
 # streaming judged from outside the kernel (item 2): flash_attention's long case, graded by the CLI
 
-FULL_MATRIX = code("""
-    def full_attention(q, k, v, block_size, causal=False):
-        L, S = q.shape[-2], k.shape[-2]
-        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-        if causal:
-            scores = scores.masked_fill(torch.ones(L, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-        weights = torch.exp(scores - scores.amax(-1, keepdim=True))
-        return (weights / weights.sum(-1, keepdim=True)) @ v""")
+# the corpus student that holds the whole (L, S) score matrix, renamed
+FULL_MATRIX = next(e for e in load_corpus("09-attention-at-scale", cli=True) if e.name == "flash_full_scores").cells[
+    "flash_attention"].replace("def flash_attention(", "def full_attention(") + "\n"
 # the checks' dispatch mode switched off by a name no source scan reads (decoded from bytes)
 MODES_OFF = code("""
     import torch.utils._python_dispatch as _dispatch

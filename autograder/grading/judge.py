@@ -27,7 +27,8 @@ from attention_checks.answers.judging import AS_IS, Quoting, Report, Sealed, jud
 from attention_checks.core import PartialCredit
 from attention_checks.record import MIME
 
-from autograder.cells import grade_id_of, holds_hidden_tests, is_student_cell, is_test_cell, nbgrader_metadata
+from autograder.cells import (MEMORY_BOUND, grade_id_of, holds_hidden_tests, is_student_cell, is_test_cell,
+                             nbgrader_metadata)
 from autograder.grading.scanner import SourceScanner, StudentObject
 from autograder.results import VERDICT, CellVerdict, executor_error, memory_used, observed
 
@@ -83,7 +84,7 @@ class JudgedCheck:
         found = self.scanner.uses(student, self.check.forbidden_names)
         record = self.replay.take(self.check.name)
         report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting)
-        bounds = [self.check.spec(case).get("memory_mib") for case in cases]
+        bounds = [self.check.spec(case).get(MEMORY_BOUND) for case in cases]
         if any(bounds):
             report = judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
                                   self.quoting)

@@ -221,12 +221,17 @@ def keep_pytorch_in_one_thread() -> None:
     torch.set_num_threads = one_thread
 
 
+def _proc_status(pid: int | str) -> dict[str, str]:
+    """/proc/PID/status as field -> value (OSError once the process is gone)."""
+    with open(f"/proc/{pid}/status") as status:
+        return dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+
+
 def confinement(pid: int | str = "self") -> dict:
     """What /proc says of process ``pid``: its seccomp mode (SECCOMP_FILTERING once
     ``forbid_new_threads_and_processes`` ran) and its number of threads; {} once it is gone."""
     try:
-        with open(f"/proc/{pid}/status") as status:
-            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+        fields = _proc_status(pid)
     except OSError:
         return {}
     return {"seccomp": int(fields.get("Seccomp", "0")), "threads": int(fields.get("Threads", "0"))}
@@ -290,9 +295,9 @@ def _kib(fields: dict[str, str], name: str) -> int:
 
 
 def memory(pid: int, reset: bool) -> dict:
-    """The kernel's resident memory, its peak and what it used of what it holds (bytes), after
-    marking every page unused and making the peak what it holds now if ``reset``; {} once it is
-    gone or its memory is not measured."""
+    """The kernel's resident memory, its peak and its pages marked used (bytes), after marking its
+    data pages unused and making the peak what it holds now if ``reset``; {} once it is gone or
+    its memory is not measured."""
     if pid not in _memory_files:
         return {}
     clear, rollup = _memory_files[pid]
@@ -300,8 +305,7 @@ def memory(pid: int, reset: bool) -> dict:
         if reset:
             os.write(clear, CLEAR_REFS_USED)
             os.write(clear, CLEAR_REFS_PEAK)
-        with open(f"/proc/{pid}/status") as status:
-            fields = dict(line.split(":", 1) for line in status.read().splitlines() if ":" in line)
+        fields = _proc_status(pid)
         used = dict(line.split(":", 1) for line in os.pread(rollup, 1 << 16, 0).decode().splitlines()[1:])
         return {"resident": _kib(fields, "VmRSS"), "peak": _kib(fields, "VmHWM"), "referenced": _kib(used, "Referenced")}
     except (OSError, KeyError, ValueError):

@@ -290,10 +290,13 @@ class Service:
                          "latest": graded[-1] if graded else None})
         return rows
 
-    def _results_folder(self, assignment: str, which: str, folder: Path) -> list[lms.Student]:
+    def _roster(self) -> list[lms.Student]:
+        return [lms.Student(p.id, p.lms_id or p.id, p.name, p.email) for p in self.students()]
+
+    def _write_results(self, assignment: str, which: str, folder: Path) -> None:
         """Each student's best or latest graded submission written into ``folder`` as ``grade``
-        writes its results (grades.csv, results.json, feedback/), which the LMS exports read;
-        returns the roster. A student with none is 'missing'."""
+        writes its results (grades.csv, results.json, feedback/), which the LMS exports read (with
+        the roster, a student with none is 'missing')."""
         chosen = [row[which] for row in self.class_table(assignment) if row[which] is not None]
         if not chosen:  # lms.export needs a graded row for the maximum score
             raise HTTPException(409, f"no graded submission of {assignment} yet")
@@ -303,15 +306,14 @@ class Service:
             writer.add(NotebookResult.from_json(submission.result),
                        page.read_text(encoding="utf-8") if page.is_file() else None)
         writer.finish()
-        return [lms.Student(p.id, p.lms_id or p.id, p.name, p.email) for p in self.students()]
 
     def export(self, assignment: str, fmt: str, which: str) -> str:
         """The class's grades in an LMS's import format (lms.export), with each student's feedback
         comment where the LMS's sheet has a column for it (Moodle)."""
         with tempfile.TemporaryDirectory(prefix="autograder-export-") as tmp:
-            roster = self._results_folder(assignment, which, Path(tmp))
+            self._write_results(assignment, which, Path(tmp))
             out = Path(tmp, f"{assignment}-{fmt}.csv")
-            lms.export(Path(tmp, "grades.csv"), fmt, out, assignment, roster)
+            lms.export(Path(tmp, "grades.csv"), fmt, out, assignment, self._roster())
             return out.read_text(encoding="utf-8")
 
     def feedback_zip(self, assignment: str, fmt: str, which: str) -> tuple[bytes, int]:
@@ -323,8 +325,8 @@ class Service:
                                      "submissions download, and a notebook submitted here has none: for Canvas, "
                                      "collect its download and run `export --format canvas --feedback-zip` (README)")
         with tempfile.TemporaryDirectory(prefix="autograder-export-") as tmp:
-            roster = self._results_folder(assignment, which, Path(tmp))
-            _, rows, _ = lms.grade_rows(Path(tmp, "grades.csv"), assignment, roster)
+            self._write_results(assignment, which, Path(tmp))
+            _, rows, _ = lms.grade_rows(Path(tmp, "grades.csv"), assignment, self._roster())
             upload = lms.feedback_upload(Path(tmp), fmt, rows, assignment)
             archive = Path(tmp, "feedback.zip")
             lms.write_zip(archive, upload.members)
