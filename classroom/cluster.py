@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from classroom import REPO
+
 DASK = Path(sys.executable).with_name("dask")
 SCHEDULER_FILE_TIMEOUT = 120  # seconds a scheduler is given to write its scheduler file
 
@@ -55,7 +57,7 @@ class LocalDask:
         output = open(self.folder / f"{name}.log", "w") if self.logs else contextlib.nullcontext(subprocess.DEVNULL)
         with output as stdout:  # closed here once the process has its own copy
             return subprocess.Popen([str(a) for a in [DASK, *arguments]], env=self.env, stdout=stdout,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+                                    stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
 
     def _wait_for_scheduler_file(self) -> None:
         deadline = time.monotonic() + SCHEDULER_FILE_TIMEOUT

@@ -185,7 +185,7 @@ class LocalPostgres:
 
     def _run(self, program: str, *arguments) -> None:
         done = subprocess.run([*self.as_owner, str(self.programs / program), *map(str, arguments)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, cwd=self.folder, timeout=300)
         if done.returncode:
             raise RuntimeError(f"{program} failed ({done.returncode}): {done.stderr or done.stdout}")
 

@@ -14,14 +14,20 @@ REPO = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT = 1200
 
 
-def build_site(out: Path) -> Path:
-    """Build the book from REPO into out/_build/html; raises AssertionError with the log on failure.
-    The chapters load the models and results in book/data/ (``python -m coursebuild.models``,
-    which `make site` runs first, keeps them up to date); nothing is trained here."""
+def build_site(out: Path, book: Path = REPO) -> Path:
+    """Build the book (default: this repository's) into out/_build/html; raises AssertionError
+    with the log on failure. The chapters load the models and results in book/data/
+    (``python -m coursebuild.models``, which `make site` runs first, keeps them up to date);
+    nothing is trained here.
+
+    It runs in the book's folder, as `make site` does, never where this process happens to be:
+    the test session builds it in a thread while another may have moved the process into a folder
+    deleted since (nbgrader's converters do, for as long as they run), and Sphinx fails in a
+    folder that is gone."""
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    process = subprocess.run([str(jupyter_book), "build", str(REPO), "--path-output", str(out),
+    process = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(out),
                               "--warningiserror", "--keep-going"], capture_output=True, text=True,
-                             timeout=BUILD_TIMEOUT)
+                             cwd=book, timeout=BUILD_TIMEOUT)
     assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
     return out / "_build" / "html"
 

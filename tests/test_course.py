@@ -1,6 +1,10 @@
 """The throwaway nbgrader course each grading run works in (autograder/grading/course.py)."""
 from __future__ import annotations
 
+import os
+import shutil
+import threading
+
 import pytest
 from nbgrader.api import Gradebook
 from sqlalchemy import text
@@ -123,3 +127,30 @@ def test_only_the_newest_courses_are_kept_and_none_where_the_cache_cannot_be_wri
             course = _prepared(tmp_path / f"{run}-{len(where)}", SOLUTIONS_DIR, lines)
             assert course.max_score("01-self-attention", course.notebooks("01-self-attention")[0]) > 0
         assert all(line.startswith("preparing") for line in lines) and len(lines) == 2
+
+
+def test_converters_in_two_threads_leave_the_process_where_it_was(tmp_path):
+    """nbgrader's converters move the whole process into their course folder while they run.
+    Two generating at once in two threads (the test session does: the student distribution is
+    published in a thread while tests release assignments) must still leave the process in the
+    folder it was in, not in a course folder deleted since, where every program it starts fails."""
+    where = os.getcwd()
+    failures = []
+
+    def generate(root):
+        try:
+            Course(root, GradingOptions(SOLUTIONS_DIR, sandbox=False),
+                   assignments=["01-self-attention"]).generate("01-self-attention")
+        except Exception as error:  # noqa: BLE001 - reported by the assertion below
+            failures.append(error)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    for attempt in range(4):  # one at a time, the threads cannot interleave; unserialised, they often do
+        threads = [threading.Thread(target=generate, args=(tmp_path / f"course-{attempt}-{n}",)) for n in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures
+        assert os.path.isdir(where) and os.getcwd() == where

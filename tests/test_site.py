@@ -11,7 +11,7 @@ import yaml
 
 from autograder.layout import find_assignments
 from classroom import REPO, notebook_name, secret_lines
-from classroom.site import chapter_notebooks
+from classroom.site import build_site, chapter_notebooks
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -20,6 +20,22 @@ ASSIGNMENTS = find_assignments(REPO / "solutions")
 
 def _text(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(errors="replace")))
+
+
+def test_a_book_builds_while_this_process_is_in_a_folder_deleted_since(tmp_path, monkeypatch):
+    """The session builds the book in a thread while a test may have moved the process into a
+    course folder and deleted it (nbgrader's converters move it): the build runs in the book's own
+    folder, so Sphinx, which asks where it runs, still builds."""
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "intro.md").write_text("# A page\n\nOne sentence.\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    (book / "_config.yml").write_text("title: A book\nexecute:\n  execute_notebooks: 'off'\n")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert "One sentence." in _text(build_site(tmp_path / "out", book) / "intro.html")
 
 
 def test_every_toc_page_is_built(site):

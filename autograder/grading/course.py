@@ -13,6 +13,7 @@ import logging
 import re
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import nbformat
@@ -45,6 +46,31 @@ COURSE_ID = "attention-from-scratch"
 IGNORED = [".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store"]
 # What grading leaves in a course folder (workers' copies, kernels' folders): never part of a copy of it.
 NOT_COPIED = shutil.ignore_patterns("course-*", "kernel-*")
+
+
+class NbGraderConverters(NbGraderAPI):
+    """nbgrader's API with its converters run one at a time in this process.
+
+    A converter (generate_assignment, autograde, generate_feedback) moves the whole process into
+    its course folder while it runs and back to the folder it left when it ends
+    (``BaseConverter.start``). Two at once, in two threads, would each go back to where the other
+    had moved: the process could be left in a course folder deleted since, where every program it
+    starts fails (``os.getcwd()`` raises).
+    """
+
+    _one_at_a_time = threading.Lock()
+
+    def generate_assignment(self, *args, **kwargs):
+        with self._one_at_a_time:
+            return super().generate_assignment(*args, **kwargs)
+
+    def autograde(self, *args, **kwargs):
+        with self._one_at_a_time:
+            return super().autograde(*args, **kwargs)
+
+    def generate_feedback(self, *args, **kwargs):
+        with self._one_at_a_time:
+            return super().generate_feedback(*args, **kwargs)
 
 
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -193,7 +219,7 @@ class Course:
         if not (self.root / "gradebook.db").exists():
             self.root.mkdir(parents=True, exist_ok=True)
             new_gradebook(self.root / "gradebook.db")
-        self.api = NbGraderAPI(config=self._config(options))
+        self.api = NbGraderConverters(config=self._config(options))
         self.api.log.setLevel(logging.ERROR)
 
     def _config(self, options: GradingOptions) -> Config:

@@ -26,12 +26,11 @@ import threading
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.apps import NbGraderAPI
 from sqlalchemy.exc import SQLAlchemyError
 from traitlets.config import Config
 
 from autograder.errors import CourseError
-from autograder.grading.course import IGNORED
+from autograder.grading.course import IGNORED, NbGraderConverters
 from autograder.instructor.lms import Student
 from autograder.layout import find_assignments
 
@@ -56,7 +55,7 @@ def record_assignments(db_url: str, source_dir: Path, assignments: list[str], co
         c.CourseDirectory.db_url = db_url
         c.CourseDirectory.course_id = course_id
         c.CourseDirectory.ignore = IGNORED
-        api = NbGraderAPI(config=c)
+        api = NbGraderConverters(config=c)
         api.log.setLevel(logging.ERROR)
         for assignment in assignments:
             shutil.copytree(source_dir / assignment, Path(tmp, "source", assignment),

@@ -280,7 +280,7 @@ def build_wheel(dist: Path, out: Path) -> Path:
         shutil.copytree(dist / CHECKS, Path(tmp) / CHECKS, ignore=IGNORED)
         env = {**os.environ, "SOURCE_DATE_EPOCH": WHEEL_EPOCH, "PIP_NO_INDEX": "1"}
         pip = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                              "--wheel-dir", str(out), tmp], capture_output=True, text=True, env=env)
+                              "--wheel-dir", str(out), tmp], capture_output=True, text=True, env=env, cwd=tmp)
         if pip.returncode:
             raise PublishError(f"could not build the checks' wheel: {pip.stderr.strip()[-1000:]}")
     wheels = sorted(out.glob("*.whl"))
