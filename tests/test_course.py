@@ -44,7 +44,7 @@ def test_the_sandbox_grade_starts_early_is_the_one_its_kernels_use(tmp_path):
     options = GradingOptions(SOLUTIONS_DIR, memory_limit=3 * 1024**3)
     course = Course(tmp_path / "course", options, assignments=["01-self-attention"])
     manager = SandboxedKernelManager(config=course.api.config)
-    assert manager._limits() == sandbox_limits(options.memory_limit)
+    assert manager.limits() == sandbox_limits(options.memory_limit)
 
 
 def test_a_process_keeps_one_engine_per_gradebook(tmp_path):

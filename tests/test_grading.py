@@ -18,6 +18,7 @@ import pytest
 
 from autograder.sandbox.bwrap import socket_path_problem
 from autograder.sandbox.kernels import PrivateIPCKernelManager
+from autograder.sandbox.provisioners import use_private_ipc
 from classroom import (REPO, Results, grade, load_corpus, make_submission, notebook_name, reference_code, secret_lines,
                        tree_digest)
 from graded_classes import ASSIGNMENTS
@@ -234,6 +235,25 @@ def test_grading_cannot_run_exits_nonzero(tmp_path):
     assert not (tmp_path / "class" / "out").exists()
 
 
+def test_grading_where_the_grader_is_not_installed_says_how_to_install_it(tmp_path):
+    """jupyter_client finds the grader's kernel provisioners by the entry points of this package:
+    run from a Python it is not installed in, `grade` stops before any work and says why."""
+    hide_the_entry_points = (
+        "import importlib.metadata as metadata, runpy, sys\n"
+        "found = metadata.entry_points\n"
+        "metadata.entry_points = lambda **kw: [e for e in found(**kw) if not e.name.startswith('autograder-')]\n"
+        "sys.argv[0] = 'autograder'\n"
+        "runpy.run_module('autograder', run_name='__main__')\n")
+    folder = tmp_path / "class"
+    make_submission(folder, "ada", "01-self-attention", {})
+    process = subprocess.run([sys.executable, "-c", hide_the_entry_points, "grade", str(folder), "--out",
+                              str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert process.returncode == 2, process.stderr
+    assert "no kernel provisioner named autograder-private-ipc or autograder-sandbox" in process.stderr
+    assert "pip install --no-deps --editable" in process.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def _temp_folder_of_longest_sockets(extra: int = 0) -> Path:
     """A folder in which a kernel's deepest socket path has exactly 107 bytes (+ ``extra``)."""
     base = Path(tempfile.mkdtemp(prefix="sockets-"))  # short: the test's own folder may be too long
@@ -257,7 +277,7 @@ def test_the_longest_socket_path_allowed_is_the_systems():
         with socket.socket(socket.AF_UNIX) as unix, pytest.raises(OSError):
             unix.bind(str(deepest / "socket-55"))
         with pytest.raises(OSError, match="Set TMPDIR to a shorter folder"):
-            PrivateIPCKernelManager()._use_private_ipc(deepest / "longer")
+            use_private_ipc(PrivateIPCKernelManager(), deepest / "longer")
     finally:
         shutil.rmtree(temp.parent)
 

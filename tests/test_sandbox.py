@@ -40,7 +40,7 @@ def run_kernel(work_root, code: str, answer_timeout: float | None = None, **sett
         notebook_dir.mkdir(exist_ok=True)
         await km.start_kernel(cwd=str(notebook_dir), extra_arguments=["--HistoryManager.hist_file=:memory:"])
         if answer_timeout:
-            km._server.answer_timeout = answer_timeout
+            km.provisioner.server.answer_timeout = answer_timeout
         kc = km.client()
         kc.start_channels()
         await kc.wait_for_ready(timeout=60)

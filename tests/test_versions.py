@@ -5,7 +5,7 @@ private parts of PyTorch the checks read.
 A renamed private method would not fail loudly: the override would simply never run (no
 sandbox, no time limit, no sanitised feedback). So the installed versions must be in the
 ranges of requirements.txt, and each method is checked here, by name, async-ness and
-parameters. Checked against the lowest versions of the ranges (jupyter_client 8.6.0,
+parameters. Checked against the lowest versions of the ranges (jupyter_client 8.0.3,
 nbconvert 7.16.0, nbclient 0.10.0) and the installed ones.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from ipykernel.heartbeat import Heartbeat
 from jupyter_client.asynchronous import AsyncKernelClient
-from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.output_widget import OutputWidget
 from nbconvert.exporters import Exporter, HTMLExporter, TemplateExporter
@@ -34,14 +34,13 @@ PINNED = ["jupyter_client", "nbconvert", "nbclient", "nbgrader", "nh3", "torch"]
 
 # (class, method, the parameters the grader passes or receives, in order, whether it is async)
 OVERRIDDEN = [
-    # sandbox/kernels.py: SandboxedKernelManager and SandboxedKernelClient
-    (AsyncKernelManager, "_async_pre_start_kernel", [], True),
-    (AsyncKernelManager, "_async_launch_kernel", ["kernel_cmd"], True),
-    (AsyncKernelManager, "_async_cleanup_resources", ["restart"], True),
-    (AsyncKernelManager, "_reconcile_connection_info", ["info"], False),
+    # sandbox/provisioners.py: the kernel provisioner API (public) that starts the grader's kernels
+    (LocalProvisioner, "pre_launch", [], True),
+    (LocalProvisioner, "launch_kernel", ["cmd"], True),
+    (LocalProvisioner, "cleanup", ["restart"], True),
+    # sandbox/kernels.py: SandboxedKernelClient
     (AsyncKernelClient, "wait_for_ready", ["timeout"], True),
     (AsyncKernelClient, "_handle_kernel_info_reply", ["msg"], False),
-    (AsyncKernelClient, "_async_is_alive", [], True),
     # sandbox/kernels.py: SandboxedExecute (nbgrader's Execute is an nbclient NotebookClient), ReadOnlyOutputWidget
     (NotebookClient, "output", ["outs", "msg", "display_id", "cell_index"], False),
     (NotebookClient, "on_comm_open_jupyter_widget", ["msg"], False),

@@ -6,7 +6,8 @@ the repository, so no solutions/, no gradebook, no other student's files), a pri
 /tmp, /dev/shm and message queues, a read-only /dev, and one writable folder of its own.
 It never runs as root: a grader started as root gives each sandbox an unprivileged uid
 of its own, so the process limit holds. It talks to nbclient over IPC sockets in a
-private folder, since TCP cannot cross into its network namespace.
+private folder, since TCP cannot cross into its network namespace. The kernel managers here
+name how their kernel starts; the kernel provisioners of provisioners.py start it.
 
 The notebook's total wall-clock time and the size of its outputs are capped by
 ``SandboxedExecute``, the nbgrader Execute preprocessor the autograder uses; it also
@@ -14,13 +15,8 @@ keeps the code of hidden tests out of everything the kernel shows.
 """
 from __future__ import annotations
 
-import asyncio
 import math
-import shutil
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 from queue import Empty
 
 from jupyter_client.asynchronous import AsyncKernelClient
@@ -35,12 +31,9 @@ from attention_checks.record import MIME
 
 from autograder.cells import holds_hidden_tests, is_test_cell, measures_memory
 from autograder.results import MEMORY, OBSERVED, OUTPUT_CUT, executor_error
-from autograder.sandbox.bwrap import (FILE_BYTES, KERNEL_FOLDER_PREFIX, KERNEL_LAUNCHER, PROCESSES, SOCKET_NAME,
-                                      SOCKETS_FOLDER, give_to, make_scratch, remove_scratch, sandbox_command,
-                                      sandbox_limits, sandbox_uid, sockets_folder_problem)
-from autograder.sandbox.cgroups import MemoryGroup
-from autograder.sandbox.forkserver import SECCOMP_FILTERING, remove
-from autograder.sandbox.server import ForkedKernel, ForkServerError, fork_server
+from autograder.sandbox.bwrap import FILE_BYTES, PROCESSES, sandbox_limits
+from autograder.sandbox.forkserver import SECCOMP_FILTERING
+from autograder.sandbox.provisioners import PRIVATE_IPC, SANDBOX, SandboxProvisioner
 
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")
@@ -66,40 +59,32 @@ class SandboxedKernelClient(AsyncKernelClient):
                     return
             except Empty:
                 pass
-            if not await self._async_is_alive():
+            if not await self.is_alive():
                 raise RuntimeError("Kernel died before replying to kernel_info")
         raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
 
 
 class PrivateIPCKernelManager(AsyncKernelManager):
-    """jupyter_client's kernel manager, talking to its kernel over Unix sockets in a folder of
-    its own instead of TCP ports: ports are picked free, closed, then bound by the kernel, and
-    kernels started at the same time (``--jobs 14``) can pick the same one ("Address already in
-    use", the kernel never answers). The grader's kernels never race for a port."""
+    """jupyter_client's kernel manager, its kernel started by ``provisioner_name`` (a kernel
+    provisioner of autograder/sandbox/provisioners.py, whatever the kernel spec says): by
+    default over Unix sockets in a folder of its own instead of TCP ports, which kernels
+    started at the same time (``--jobs 14``) can race for. The grader's kernels never do."""
 
-    def _use_private_ipc(self, folder: Path) -> None:
-        # in the system temp folder, not the course's: a socket's path is short
-        problem = sockets_folder_problem(folder)
-        if problem:
-            raise OSError(problem)
-        self.transport = "ipc"
-        self.ip = str(folder / SOCKET_NAME)
-        self.connection_file = str(folder / "connection.json")
+    provisioner_name = PRIVATE_IPC
 
-    async def _async_pre_start_kernel(self, **kw):
-        self._ipc_dir = Path(tempfile.mkdtemp(prefix="kernel-ipc-"))
-        self._use_private_ipc(self._ipc_dir)
-        return await super()._async_pre_start_kernel(**kw)
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await super()._async_cleanup_resources(restart=restart)
-        if not restart and getattr(self, "_ipc_dir", None):
-            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+    @property
+    def kernel_spec(self):
+        spec = super().kernel_spec
+        if spec is not None:  # jupyter_client's own way to name the provisioner: the spec's metadata
+            spec.metadata["kernel_provisioner"] = {"provisioner_name": self.provisioner_name}
+        return spec
 
 
 class SandboxedKernelManager(PrivateIPCKernelManager):
-    """A kernel manager that starts its kernel inside the sandbox, in a fresh work folder:
-    forked from a warm fork server (the default), or started cold in a sandbox of its own."""
+    """A kernel manager whose kernel runs inside the sandbox (provisioners.SandboxProvisioner):
+    its settings and limits, and what the kernel's fork server sees of it from outside."""
+
+    provisioner_name = SANDBOX
 
     memory_limit = Integer(4 * 1024**3, help="address-space limit of the kernel in bytes (0: none)").tag(config=True)
     file_size_limit = Integer(FILE_BYTES, help="largest file the kernel may write, in bytes").tag(config=True)
@@ -112,116 +97,40 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         config=True)
     client_factory = Type(SandboxedKernelClient)
 
-    def _limits(self) -> dict:
+    @property
+    def kernel_spec(self):
+        spec = super().kernel_spec
+        if spec is not None:  # signals cannot reach the kernel through bwrap: interrupt it with a message
+            spec.interrupt_mode = "message"
+        return spec
+
+    def limits(self) -> dict:
         return sandbox_limits(self.memory_limit, self.file_size_limit, self.process_limit)
 
-    async def _async_pre_start_kernel(self, **kw):
-        root = Path(self.work_root or tempfile.gettempdir())
-        self._server = None
-        if self.warm:
-            try:
-                self._server = fork_server(self._limits())
-                root = self._server.prepare()
-            except ForkServerError as err:
-                self.log.warning("%s: this kernel starts cold", err)
-                self._server = None
-        self._uid = self._server.uid if self._server else sandbox_uid()
-        # a forked kernel's folder is in its server's scratch; a cold kernel's is a scratch of its own
-        self._sandbox_dir = Path(tempfile.mkdtemp(prefix=KERNEL_FOLDER_PREFIX, dir=root)) if self._server \
-            else make_scratch(KERNEL_FOLDER_PREFIX, root)
-        # the memory group this kernel's processes are counted in, and its OOM kills before it started
-        self._memory = (self._server.memory_group, self._server.memory_group.oom_kills()) \
-            if self._server and self._server.memory_group else None
-        ipc_dir = self._sandbox_dir / SOCKETS_FOLDER
-        ipc_dir.mkdir()
-        self._use_private_ipc(ipc_dir)  # TCP cannot cross into the sandbox's network namespace
-        # Signals cannot reach the kernel through bwrap: interrupt it with a message.
-        self.kernel_spec.interrupt_mode = "message"
-        started = await AsyncKernelManager._async_pre_start_kernel(self, **kw)
-        give_to(self._sandbox_dir, self._uid)  # its sockets, and the connection file it reads
-        return started
-
-    async def _async_launch_kernel(self, kernel_cmd, **kw):
-        workdir = self._sandbox_dir / "work"
-        # The kernel works in a folder of its own in the sandbox's /tmp (forkserver.KERNEL_FOLDER), not
-        # in nbgrader's: what it writes (a symlink where nbgrader will write, say) must not touch the
-        # course. It gets a copy of the files beside the notebook, through this folder.
-        notebook_dir = Path(kw.pop("cwd", None) or ".")
-        shutil.copytree(notebook_dir, workdir, ignore=shutil.ignore_patterns("*.ipynb"), symlinks=False)
-        give_to(workdir, self._uid)
-        if self._server and kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            kernel = self.provisioner.process = self._server.spawn(kernel_cmd[3:], workdir, self.one_thread)
-            self.provisioner.pid, self.provisioner.pgid = kernel.pid, None
-            self._reconcile_connection_info(self.provisioner.connection_info)
-            await self._sockets_bound(kernel)
-            return
-        if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            launch = "--kernel" if self.one_thread else "--kernel-with-threads"
-            kernel_cmd = [kernel_cmd[0], str(KERNEL_LAUNCHER), launch, str(workdir), *kernel_cmd[3:]]
-        kw["cwd"] = str(workdir)
-        kw.pop("env", None)  # the sandbox sets its own environment
-        # What the kernel writes to its real stdout/stderr (not to the notebook) goes nowhere,
-        # rather than into the grader's terminal.
-        kw["stdin"] = kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
-        command = sandbox_command(kernel_cmd, scratch=self._sandbox_dir, read_only=[KERNEL_LAUNCHER], uid=self._uid,
-                                  **self._limits())
-        group = MemoryGroup.create(self.memory_limit)
-        if group:
-            command, self._memory = group.wrap(command), (group, 0)
-        return await super()._async_launch_kernel(command, **kw)
+    def _sandbox(self) -> SandboxProvisioner | None:
+        return self.provisioner if isinstance(self.provisioner, SandboxProvisioner) else None
 
     def confinement(self) -> dict:
         """The kernel as its fork server sees it from outside: its seccomp mode (``seccomp``,
         forkserver.SECCOMP_FILTERING once no thread or process can be started), its threads, and
         the sandbox's other processes (``processes``, the kernel included). {} for a cold kernel,
         or one whose server is gone."""
-        if not self._server or self.provisioner is None or self.provisioner.process is None:
-            return {}
-        try:
-            return self._server.ask("inspect", pid=self.provisioner.process.pid)
-        except ForkServerError:
-            return {}
+        sandbox = self._sandbox()
+        return sandbox.ask_server("inspect") if sandbox else {}
 
     def memory(self, reset: bool = False) -> dict:
         """The kernel's resident memory, its peak since the last reset and how much of what it holds
         it read or wrote since then, in bytes (``resident``, ``peak``, ``referenced``), as its fork
         server reads them from outside; ``reset`` starts a new measure first. {} for a cold kernel,
         or one whose server is gone."""
-        if not self._server or self.provisioner is None or self.provisioner.process is None:
-            return {}
-        try:
-            return self._server.ask("memory", pid=self.provisioner.process.pid, reset=reset)
-        except ForkServerError:
-            return {}
+        sandbox = self._sandbox()
+        return sandbox.ask_server("memory", reset=reset) if sandbox else {}
 
     def oom_kills(self) -> int:
         """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
         its processes together held more than ``memory_limit``."""
-        group, before = self._memory or (None, 0)
-        return group.oom_kills() - before if group else 0
-
-    async def _sockets_bound(self, kernel: ForkedKernel, timeout: float = 30) -> None:
-        """Wait until a forked kernel has bound its sockets (within a tenth of a second): a
-        client that connects before then waits for ZeroMQ's next reconnection attempt and
-        misses the kernel's first messages, which costs jupyter_client a timeout or two."""
-        ports = [self.shell_port, self.iopub_port, self.stdin_port, self.control_port, self.hb_port]
-        sockets = [Path(f"{self.ip}-{port}") for port in ports]
-        deadline = time.monotonic() + timeout
-        while not all(socket.exists() for socket in sockets):
-            if kernel.poll() is not None or time.monotonic() > deadline:
-                return  # nbclient's own startup checks report it
-            await asyncio.sleep(0.005)
-
-    async def _async_cleanup_resources(self, restart: bool = False) -> None:
-        await AsyncKernelManager._async_cleanup_resources(self, restart=restart)
-        if not restart and getattr(self, "_sandbox_dir", None):
-            if self._server:
-                self._server.reset()
-                remove(str(self._sandbox_dir))
-            else:
-                remove_scratch(self._sandbox_dir)
-                if self._memory:
-                    self._memory[0].remove()
+        sandbox = self._sandbox()
+        return sandbox.oom_kills() if sandbox else 0
 
 
 class ReadOnlyOutputWidget(OutputWidget):
