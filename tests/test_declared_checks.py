@@ -114,14 +114,28 @@ def test_the_model_answers_never_reach_the_student_notebook(assignment):
         assert lines and not [line for line in lines if json.dumps(line)[1:-1] in exercise], gid
 
 
+def is_setup_guard(statement: ast.stmt, check: str) -> bool:
+    """``if "<check>" not in globals(): raise NameError("...")``: what a visible test cell says
+    when the setup cell has not run in the kernel (in the grader's process, the check is there)."""
+    return (isinstance(statement, ast.If) and not statement.orelse and len(statement.body) == 1
+            and ast.dump(statement.test) == ast.dump(ast.parse(f"{check!r} not in globals()", mode="eval").body)
+            and isinstance(raised := statement.body[0], ast.Raise) and isinstance(raised.exc, ast.Call)
+            and isinstance(raised.exc.func, ast.Name) and raised.exc.func.id == "NameError"
+            and [type(a) for a in raised.exc.args] == [ast.Constant] and "run that cell first" in raised.exc.args[0].value)
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_test_cells_hold_only_literal_cases_and_one_check(assignment):
     """A comment, optionally names bound to literal lists of case dicts, and one check call of
     the student's object as the last expression, using no other name of the notebook: the
-    grader re-runs exactly this code in its own process."""
+    grader re-runs exactly this code in its own process. A visible test cell first says to run
+    the setup cell where its check is missing (a kernel restarted, the setup cell skipped)."""
     for gid, cell in notebook(assignment).tests.items():
         tree = ast.parse(cell.source)
-        *assignments, last = tree.body
+        function, _ = called_check(cell.source)
+        guard = [statement for statement in tree.body if is_setup_guard(statement, function)]
+        assert len(guard) == ("HIDDEN" not in cell.source), (gid, "a visible test cell guards its check once")
+        *assignments, last = [statement for statement in tree.body if statement not in guard]
         bound = set()
         for statement in assignments:
             assert isinstance(statement, ast.Assign) and len(statement.targets) == 1, gid
@@ -130,7 +144,7 @@ def test_test_cells_hold_only_literal_cases_and_one_check(assignment):
         function, student = called_check(cell.source)
         call = last.value
         assert len(call.args) == 1 and {k.arg for k in call.keywords} == {"points", "cases"}, gid
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names = {n.id for statement in assignments + [last] for n in ast.walk(statement) if isinstance(n, ast.Name)}
         assert names <= {function, student, "dict"} | bound, (gid, names)
         for node in ast.walk(tree):  # every case is dict(key=literal, ...)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
