@@ -54,8 +54,11 @@ the nbgrader integration (``grading/``)
 
 the sandbox (``sandbox/``)
 
-- ``sandbox.kernels``         the kernels in bubblewrap, forked from a warm Python, and
-                              ``SandboxedExecute``, the preprocessor that runs the notebook in them
+- ``sandbox.kernels``         the kernel managers of the sandboxed kernels (their settings, what their
+                              fork server sees of them), and ``SandboxedExecute``, the preprocessor
+                              that runs the notebook in them
+- ``sandbox.provisioners``    how a kernel starts (jupyter_client's kernel provisioners): forked from
+                              a warm Python in bubblewrap, started cold there, or without the sandbox
 - ``sandbox.server``          the fork server a worker's kernels come from: started, asked, reset,
                               stopped (light: ``grade`` starts one before it loads PyTorch)
 - ``sandbox.bwrap``           the bubblewrap command, its limits, the folders a sandbox writes to,

@@ -347,7 +347,9 @@ def test_flash_attentions_memory_is_judged_from_outside_the_kernel(streaming_cla
     assert all(t["passed"] for t in reference.values()) and reference["test_flash_attention_memory"]["points"] == 3
     nb = nbformat.read(out / "autograded" / "reference" / STREAMING / "attention_at_scale.ipynb", 4)
     (long_case,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_flash_attention_memory"]
-    assert memory_used(long_case) < 24 * 2**20  # block by block: a few MiB
+    # block by block, well under the case's 48 MiB: 17-27 MiB measured, most of it the kernel's own
+    # pages read on the way (how many depends on what else the kernel touches then, its collector)
+    assert memory_used(long_case) < 2 / 3 * 48 * 2**20
     for name in ("modes_off_decoded", "numpy_matrix", "buffer_made_before"):
         tests = _flash_tests(results, name)
         memory = tests["test_flash_attention_memory"]
