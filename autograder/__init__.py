@@ -59,6 +59,7 @@ the sandbox (``sandbox/``)
                               that runs the notebook in them
 - ``sandbox.provisioners``    how a kernel starts (jupyter_client's kernel provisioners): forked from
                               a warm Python in bubblewrap, started cold there, or without the sandbox
+- ``sandbox.registration``    the names they are registered by, and whether this Python has them (light)
 - ``sandbox.server``          the fork server a worker's kernels come from: started, asked, reset,
                               stopped (light: ``grade`` starts one before it loads PyTorch)
 - ``sandbox.bwrap``           the bubblewrap command, its limits, the folders a sandbox writes to,

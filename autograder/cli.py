@@ -287,7 +287,7 @@ def _only_zip(folder: Path) -> Path:
 def _kernels_can_start() -> None:
     """Stop before any work where no kernel could start (each would fail on its own)."""
     from autograder.sandbox.bwrap import socket_path_problem
-    from autograder.sandbox.provisioners import registration_problem
+    from autograder.sandbox.registration import registration_problem
 
     problem = registration_problem() or socket_path_problem()
     if problem:

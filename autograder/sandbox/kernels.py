@@ -33,7 +33,8 @@ from autograder.cells import holds_hidden_tests, is_test_cell, measures_memory
 from autograder.results import MEMORY, OBSERVED, OUTPUT_CUT, executor_error
 from autograder.sandbox.bwrap import FILE_BYTES, PROCESSES, sandbox_limits
 from autograder.sandbox.forkserver import SECCOMP_FILTERING
-from autograder.sandbox.provisioners import PRIVATE_IPC, SANDBOX, SandboxProvisioner
+from autograder.sandbox.provisioners import SandboxProvisioner
+from autograder.sandbox.registration import PRIVATE_IPC, SANDBOX
 
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")

@@ -1,6 +1,7 @@
 """How the grader's kernels are started: jupyter_client kernel provisioners, its public API for
 launching kernels, registered as entry points in pyproject.toml (``jupyter_client.kernel_provisioners``)
-and named by the kernel managers of autograder/sandbox/kernels.py.
+and named by the kernel managers of autograder/sandbox/kernels.py (by the names of
+registration.py).
 
 - ``PrivateIPCProvisioner``: jupyter_client's local provisioner, over Unix sockets in a folder of
   the kernel's own instead of TCP ports (``grade --no-sandbox``).
@@ -14,7 +15,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +26,6 @@ from autograder.sandbox.bwrap import (KERNEL_FOLDER_PREFIX, KERNEL_LAUNCHER, SOC
 from autograder.sandbox.cgroups import MemoryGroup
 from autograder.sandbox.forkserver import remove
 from autograder.sandbox.server import ForkedKernel, ForkServer, ForkServerError, fork_server
-
-# The names they are registered by (pyproject.toml) and that a kernel spec asks for.
-PRIVATE_IPC = "autograder-private-ipc"
-SANDBOX = "autograder-sandbox"
-
-
-def registration_problem() -> str:
-    """Why jupyter_client could not find the grader's provisioners in this Python, or ""."""
-    registered = {entry.name for entry in entry_points(group="jupyter_client.kernel_provisioners")}
-    missing = sorted({PRIVATE_IPC, SANDBOX} - registered)
-    if not missing:
-        return ""
-    return (f"jupyter_client finds no kernel provisioner named {' or '.join(missing)} in this Python, so no "
-            "grading kernel could start: install this repository into it, `pip install --no-deps --editable "
-            "<the repository>` (make setup does)")
 
 
 def use_private_ipc(km, folder: Path) -> None:
