@@ -25,20 +25,33 @@ def offline_setup_cell() -> str:
         distribution="attention-checks")
 
 
-def test_the_setup_cell_offline_fails_within_5_seconds_with_one_paragraph(tmp_path):
+def released_test_cells() -> list:
+    """Every test cell of the released notebooks that calls a check (the others are comments)."""
+    return [cell for path in sorted(EXERCISES_DIR.glob("*/*.ipynb")) for cell in nbformat.read(path, as_version=4).cells
+            if is_test_cell(cell) and "check_" in cell.source]
+
+
+def run_in_one_kernel(cells: list, folder) -> list[float]:
+    """Run ``cells`` (their outputs kept in them) in one fresh kernel working in ``folder``; returns
+    the seconds each took."""
     from nbclient import NotebookClient
 
-    fallback = offline_setup_cell()
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import sys"),
-                                         nbformat.v4.new_code_cell(fallback)])
+    nb = nbformat.v4.new_notebook(cells=cells)
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})  # no attention_checks above it
+                            resources={"metadata": {"path": str(folder)}})  # no attention_checks above it
+    seconds = []
     with client.setup_kernel():
-        client.execute_cell(nb.cells[0], 0)  # the kernel is up
-        start = time.perf_counter()
-        client.execute_cell(nb.cells[1], 1)
-        seconds = time.perf_counter() - start
-    (error,) = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+        for index, cell in enumerate(nb.cells):
+            start = time.perf_counter()
+            client.execute_cell(cell, index)
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def test_the_setup_cell_offline_fails_within_5_seconds_with_one_paragraph(tmp_path):
+    cells = [nbformat.v4.new_code_cell("import sys"), nbformat.v4.new_code_cell(offline_setup_cell())]
+    seconds = run_in_one_kernel(cells, tmp_path)[1]  # after the first cell: the kernel is up
+    (error,) = [o for o in cells[1].outputs if o.output_type == "error"]
     assert error.ename == "ImportError"
     assert len(error.traceback) == 1, error.traceback  # one paragraph: no installer code, no frames
     paragraph = error.traceback[0]
@@ -46,23 +59,6 @@ def test_the_setup_cell_offline_fails_within_5_seconds_with_one_paragraph(tmp_pa
     assert "127.0.0.1" in paragraph and "\x1b" not in paragraph  # pip's reason, without its colours
     assert "git clone https://course.invalid/attention-from-scratch" in paragraph and "subprocess" not in paragraph
     assert seconds < 5, f"the setup cell took {seconds:.1f} s to fail offline"
-
-
-def released_test_cells() -> list:
-    """Every test cell of the released notebooks that calls a check (the others are comments)."""
-    return [cell for path in sorted(EXERCISES_DIR.glob("*/*.ipynb")) for cell in nbformat.read(path, as_version=4).cells
-            if is_test_cell(cell) and "check_" in cell.source]
-
-
-def run_in_one_kernel(cells: list, folder) -> None:
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook(cells=cells)
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(folder)}})  # no attention_checks above it
-    with client.setup_kernel():
-        for index, cell in enumerate(nb.cells):
-            client.execute_cell(cell, index)
 
 
 def test_a_test_cell_run_before_the_setup_cell_says_to_run_it(tmp_path):
