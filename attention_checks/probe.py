@@ -49,16 +49,32 @@ def _changed(inputs: "Inputs", before: Mapping[str, torch.Tensor]) -> tuple[str,
     return tuple(name for name, copy in before.items() if not same(inputs.named[name], copy))
 
 
+def _meets_meta(outcome: Outcome) -> bool:
+    """Whether a real run (inputs on the CPU or a GPU) met a meta tensor: raised naming the meta
+    device, or returned one. Only code that keeps tensors from an earlier call (a class attribute,
+    a global, a mutable default) can, since every meta run comes after the real runs of its cell."""
+    if outcome.error is not None:
+        return "device meta" in outcome.error or "meta and" in outcome.error or "found input tensor at meta" \
+            in outcome.error
+    return any(isinstance(item, torch.Tensor) and item.device == META for item in pytree.tree_leaves(outcome.value))
+
+
 def probe(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: ForbiddenCalls) -> Outcome:
     """One call of the student's code; any failure is this case's."""
-    before = _snapshot(inputs)
+    before, seen = _snapshot(inputs), list(guard.seen)
     try:
         with quiet(), guard:
             value = check.call(student, inputs, spec)
     except Exception as error:  # noqa: BLE001 - student code
-        return Outcome(error=describe_error(error), not_implemented=is_stub(error),
-                       modified=_changed(inputs, before))
-    return Outcome(value, modified=_changed(inputs, before))
+        outcome = Outcome(error=describe_error(error), not_implemented=is_stub(error),
+                          modified=_changed(inputs, before))
+    else:
+        outcome = Outcome(value, modified=_changed(inputs, before))
+    if _meets_meta(outcome):
+        # PyTorch's meta kernels (its private implementations, in Python) ran on the kept meta
+        # tensor: no call of the student's, and the case fails anyway (an error, or values on meta)
+        guard.seen[:] = seen
+    return outcome
 
 
 META = torch.device("meta")

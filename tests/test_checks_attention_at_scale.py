@@ -137,3 +137,32 @@ def test_a_cache_that_is_not_used_fails_the_decoding_check():
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.name)
 def test_every_known_mistake_is_told_apart_by_a_visible_case(check):
     assert NB.uncaught_mistakes(check) == set()
+
+
+class SharedListsCache:
+    """A KVCache whose lists are class attributes: every KVCache() shares them, so each case (and
+    each test cell) sees the tensors of the earlier ones; it calls torch.cat only."""
+    keys_list: list = []
+    values_list: list = []
+
+    def __len__(self):
+        return sum(k.shape[-2] for k in self.keys_list)
+
+    def update(self, k, v):
+        self.keys_list.append(k)
+        self.values_list.append(v)
+        return torch.cat(self.keys_list, dim=-2), torch.cat(self.values_list, dim=-2)
+
+
+def test_state_kept_between_calls_is_named_and_never_a_forbidden_call():
+    """Issue 59: a later test cell of a cache with class-attribute lists meets the tensors an earlier
+    cell's meta runs left (PyTorch's meta kernels, in its private Python, then run): the grader says
+    what it observed, never that the student called PyTorch's private implementations."""
+    SharedListsCache.keys_list, SharedListsCache.values_list = [], []
+    cases = [dict(), dict(batch=1, heads=4, E=2, steps=(1, 1, 1, 1))]
+    _, first = check_report(check_kv_cache, SharedListsCache, cases, points=2)
+    assert "joins along the positions (dim 2) tensors whose other axes" in first, first
+    assert "grows along another axis" not in first, first
+    score, second = check_report(check_kv_cache, SharedListsCache, cases[1:], points=2)
+    assert score == 0 and "private implementations" not in second and "calls" not in second.splitlines()[0], second
+    assert "keeps tensors from one call to the next" in second and "On a GPU" not in second, second

@@ -94,11 +94,17 @@ def _cache_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
     KVCache(), len(cache) before any update and after each, and k_all, v_all = cache.update(k, v))."""
     first, line = split_error(error)
     found = re.search(r"Sizes of tensors must match except in dimension (-?\d+)", first)
+    if found and found[1] in ("2", "-2"):
+        # joined along the positions, as it should be: the tensors joined differ along another axis, which
+        # no two updates of one case do (said as what the message shows, not as a guess at the cause)
+        return ["torch.cat joins along the positions (dim 2) tensors whose other axes (batch, heads, head_dim) "
+                "differ, which no two updates of one case do: your cache holds a tensor from another cache (state "
+                "kept in a class attribute or a global is shared by every KVCache), or changes the shape of k or "
+                "v before it stores them."]
     if found:  # the cache's own torch.cat, or the check's of what update returned (along the positions)
-        where = f" (dim {found[1]})" if found[1] not in ("2", "-2") else ""
-        return [f"Your cache grows along another axis than the positions{where}: torch.cat needs the other axes, "
-                "the positions among them, to be equal, and they are not once an update brings another number of "
-                "positions. Concatenate along the positions axis, dim=2 (or -2) of (B, heads, positions, "
+        return [f"Your cache grows along another axis than the positions (dim {found[1]}): torch.cat needs the "
+                "other axes, the positions among them, to be equal, and they are not once an update brings another "
+                "number of positions. Concatenate along the positions axis, dim=2 (or -2) of (B, heads, positions, "
                 "head_dim)."]
     if re.search(r"expected Tensor as element \d+ in argument \d+, but got NoneType", first):
         return ["Your first update concatenates onto the empty cache's None: there is nothing to concatenate to "

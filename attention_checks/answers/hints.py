@@ -156,6 +156,21 @@ def device_bug(error: str | None) -> bool:
     return bool(error) and _MIXING.search(split_error(error)[0]) is not None
 
 
+def kept_from_an_earlier_call(error: str | None, device: str) -> bool:
+    """Whether a case whose inputs were on ``device`` (not meta) raised two devices mixed, one of
+    them meta: its code met a tensor of an earlier meta run (probe.on_meta, which follows the real
+    runs), so it keeps tensors from one call to the next (observed, not guessed)."""
+    if not device_bug(error) or device == "meta":
+        return False
+    return re.search(r"\bmeta\b", split_error(error)[0]) is not None
+
+
+KEPT_STATE_HINT = ("Your code keeps tensors from one call to the next: this case met a tensor that an earlier "
+                   "case's call left behind. State kept in a class attribute (`keys = []` in the class body), a "
+                   "global or a mutable default argument is shared by every object and call; make it in "
+                   "__init__ (self.keys = None) or inside the function.")
+
+
 def _call_at(line: str, start: int) -> str:
     """The call that starts at line[start:] up to its closing parenthesis."""
     depth = 0

@@ -26,7 +26,8 @@ from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, 
 from ..record import Outcome, decode_outcome, device_name
 from .crashes import CRASHES
 from .fits import FITS
-from .hints import crash_hints, device_bug, device_hints, pattern_hints, split_error, structure_hints
+from .hints import (KEPT_STATE_HINT, crash_hints, device_bug, device_hints, kept_from_an_earlier_call, pattern_hints,
+                    split_error, structure_hints)
 from .torch_messages import pytorch_message
 
 if TYPE_CHECKING:
@@ -671,6 +672,7 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
     if outcome.error is not None:
         first, line, read = _quoted_error(outcome.error, quoting, case.sizes)
         hints = ([] if outcome.not_implemented else
+                 [KEPT_STATE_HINT] if kept_from_an_earlier_call(read, device) else
                  device_hints(read, case.x.named, check.kind) if device_bug(read) else
                  _crash_hints(check, case, read))
         return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), seal(hints),
