@@ -11,6 +11,7 @@ import base64
 import html
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -174,7 +175,7 @@ def test_nothing_outlives_a_kernel(outlive, attack):
 
 CLOSE_AND_CLEAN = """
 import os, shutil, sys
-from autograder.sandbox.forkserver import empty, remove
+from forkserver import empty, remove  # the script the sandbox runs, on its own
 top = sys.argv[1]
 def leave():
     os.makedirs(f"{top}/keep/deeper"); open(f"{top}/keep/deeper/answer", "w").write("x")
@@ -196,13 +197,24 @@ print("removed", not os.path.exists(top))
 def test_clean_up_removes_what_its_owner_closed():
     """A kernel's folders closed to their owner (read-only, or mode 0) are removed by the same user
     without privileges: the fork server's reset and a stopping worker's clean-up."""
+    from autograder.sandbox.bwrap import FORKSERVER
+
     top = Path(tempfile.mkdtemp(prefix="closed-scratch-"))  # where sandboxes' scratch folders are
+    # forkserver.py runs on its own in the sandbox (standard library only), as here: a copy in a
+    # folder anyone can read, run by the base interpreter, so that the unprivileged user below needs
+    # neither the checkout nor the virtual environment (either may be in root's own home, mode 0700).
+    server = Path(tempfile.mkdtemp(prefix="forkserver-"))
+    server.chmod(0o755)
+    shutil.copy(FORKSERVER, server / "forkserver.py")
     as_user = []
     if os.geteuid() == 0:  # root ignores modes: run as an unprivileged user, as the sandbox does
         os.chown(top, 65534, 65534)
         as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    done = subprocess.run([*as_user, sys.executable, "-c", CLOSE_AND_CLEAN, str(top)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        done = subprocess.run([*as_user, os.path.realpath(sys.executable), "-c", CLOSE_AND_CLEAN, str(top)],
+                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(server)})
+    finally:
+        shutil.rmtree(server)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["plain rmtree left ['closed', 'keep']", "emptied True 0o1777 []", "removed True"]
 
