@@ -10,6 +10,7 @@ test gives other code for it, keyed by the cell's nbgrader grade_id.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import csv
 import hashlib
@@ -112,8 +113,10 @@ class CorpusEntry:
     cli_only: bool = False  # "# cli only: <why>": only the real grader can judge it (see load_corpus)
 
 
-# Sections of a corpus file: "# %% cell: <grade_id>" replaces that solution cell by the code
-# below it; "# %% new cell after: <grade_id>" inserts a cell of the student's own (a scratch
+# Sections of a corpus file: "# %% cell: <grade_id>" gives the code of that solution cell: the
+# section's definitions stand in for the model solution's of the same names, the cell's other
+# definitions stay (``completed_cell``), so a section holds only what the student wrote
+# differently; "# %% new cell after: <grade_id>" inserts a cell of the student's own (a scratch
 # cell) after that cell; "# %% copy of: <grade_id> after: <grade_id>" pastes a copy of a
 # release cell (setup, test, ...) after another one (nothing below it).
 SECTION = re.compile(r"^# %% (?:cell: (\S+)|new cell after: (\S+)|copy of: (\S+) after: (\S+))\s*$", re.M)
@@ -123,7 +126,7 @@ def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
     """The simulated students of an assignment. Those marked "# cli only: <why>" (e.g. a call
     hidden from the in-kernel detector, which only the grader's source scan can catch) come
     only with ``cli``: an in-process harness would grade them as their code computes."""
-    entries = []
+    entries, reference = [], reference_code(assignment)
     for path in sorted((CORPUS / assignment).glob("*.py")):
         text = path.read_text()
         expect = re.search(r"^# expect: (full|partial)\s*$", text, re.M)
@@ -139,7 +142,7 @@ def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
             body = text[head.end():after.start() if after else len(text)].strip("\n") + "\n"
             solution, new_after, copied, copy_after = head.groups()
             if solution:
-                entry.cells[solution] = body
+                entry.cells[solution] = completed_cell(reference.get(solution, ""), body)
             elif new_after:
                 entry.added.append((new_after, "new", body))
             else:
@@ -147,6 +150,45 @@ def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
                 entry.added.append((copy_after, "copy", copied))
         entries.append(entry)
     return entries
+
+
+def defined_names(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement of a cell binds: a function's, a class's, plain assignments'."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    targets = statement.targets if isinstance(statement, ast.Assign) else (
+        [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+    return {node.id for target in targets for node in ast.walk(target) if isinstance(node, ast.Name)}
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
+
+
+def completed_cell(reference: str, section: str) -> str:
+    """The solution cell a corpus section stands for. The section's code takes the place of the
+    first of the reference's top-level statements that bind a name the section binds too, and
+    those statements go; the reference's other lines stay as they are. A section that binds every
+    name of the reference, or none of them, or that does not parse (a student's syntax error) is
+    the whole cell, as written."""
+    try:
+        ours, theirs = ast.parse(reference).body, ast.parse(section).body
+    except SyntaxError:
+        return section
+    redefined = set().union(*map(defined_names, theirs)) if theirs else set()
+    replaced = [s for s in ours if defined_names(s) & redefined]
+    if len(replaced) in (0, sum(1 for s in ours if defined_names(s))):
+        return section
+    lines = reference.splitlines(keepends=True)
+    first, out, position = replaced[0], [], 0
+    for statement in replaced:
+        start, end = _first_line(statement) - 1, statement.end_lineno
+        out += lines[position:start]
+        if statement is first:
+            out.append(section if section.endswith("\n") else section + "\n")
+        position = end
+    out += lines[position:]
+    return "".join(out)
 
 
 def grade(submissions: Path, out: Path, *extra: str, cwd: Path | None = None,

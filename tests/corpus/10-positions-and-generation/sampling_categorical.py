@@ -2,20 +2,6 @@
 # expect: partial
 # hint: not the ones torch.multinomial(probs, 1, generator=generator) draws
 # %% cell: sampling
-def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_k is not None:
-        kth = probs.topk(min(top_k, probs.shape[-1]), dim=-1).values[..., -1:]
-        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
-        probs = probs / probs.sum(-1, keepdim=True)
-    if top_p is not None:
-        ordered, order = probs.sort(dim=-1, descending=True)
-        ordered = torch.where(ordered.cumsum(-1) - ordered < top_p, ordered, torch.zeros_like(ordered))
-        probs = torch.zeros_like(probs).scatter(-1, order, ordered)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
-
-
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
     probs = next_token_distribution(logits, temperature, top_k, top_p)
     return torch.distributions.Categorical(probs=probs).sample()

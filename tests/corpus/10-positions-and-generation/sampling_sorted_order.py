@@ -13,8 +13,3 @@ def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
         ordered = torch.where(ordered.cumsum(-1) - ordered < top_p, ordered, torch.zeros_like(ordered))
         probs = ordered / ordered.sum(-1, keepdim=True)
     return probs
-
-
-def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    probs = next_token_distribution(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

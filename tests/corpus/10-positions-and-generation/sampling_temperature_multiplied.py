@@ -14,8 +14,3 @@ def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
         probs = torch.zeros_like(probs).scatter(-1, order, ordered)
         probs = probs / probs.sum(-1, keepdim=True)
     return probs
-
-
-def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
-    probs = next_token_distribution(logits, temperature, top_k, top_p)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
