@@ -122,6 +122,56 @@ def test_the_graders_verdict_is_data_and_ignores_what_the_kernel_printed(student
     assert MIME not in json.dumps(nb.cells[0].outputs) and "'2.0'" not in repr(nb.cells[0].outputs)
 
 
+def _solution_cell(source: str, grade_id: str = "sdpa") -> nbformat.NotebookNode:
+    return nbformat.from_dict(dict(cell_type="code", execution_count=1, outputs=[], source=source, metadata={
+        "nbgrader": {"grade": False, "solution": True, "locked": False, "grade_id": grade_id}}))
+
+
+BROKEN_SDPA = """import torch
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
+    scores = query @ key.transpose(-2, -1)
+    for row in scores:
+        pass
+      return scores
+"""
+
+
+def test_a_cell_that_does_not_compile_is_said_plainly_in_every_test_that_needs_it():
+    """Issue 59, item 4: a solution cell with an IndentationError defines nothing, so the kernel
+    records nothing for its test; the verdict says which cell does not run and at which of its
+    lines, and never wonders whether the check was changed."""
+    from autograder.grading.judge import JudgeTests
+    from autograder.instructor.verdicts import read_verdict
+    from autograder.results import CellVerdict
+
+    nb = nbformat.v4.new_notebook(cells=[_solution_cell(BROKEN_SDPA), _test_cell([]), _test_cell([])])
+    JudgeTests().preprocess(nb, {})
+    said = "your cell `scaled_dot_product_attention` does not run: IndentationError at line 7"
+    for test in nb.cells[1:]:
+        verdict = CellVerdict.of(test)
+        assert verdict.score == 0 and said in verdict.message, verdict.message
+        assert "was the check changed" not in verdict.message and "tamper" not in verdict.message
+        # what the LMS comment and the class report read of it (autograder/instructor/verdicts.py)
+        assert said.lower() in read_verdict(verdict.message).summary.lower(), read_verdict(verdict.message)
+    # a check whose object is the student's, defined elsewhere, that raised NameError for the broken name
+    cells = [_solution_cell(BROKEN_SDPA), _solution_cell("x = (", grade_id="helper_cell")]
+    from autograder.grading.judge import CellsThatDoNotRun
+
+    broken = CellsThatDoNotRun(cells)
+    assert broken.defining("scaled_dot_product_attention") == said and broken.defining("softmax") is None
+    assert broken.all() == {"scaled_dot_product_attention": said, "x": "your cell `x` does not run: SyntaxError at line 1"}
+    record = _recorded(SDPA, lambda *a, **k: scaled_dot_product_attention(*a, **k), SMALL[:1])  # noqa: F821
+    text = judge_records(SDPA, record, SMALL[:1], points=2, not_run=broken.all()).text
+    assert "raised NameError" in text and f"hint: Y{said[1:]}, so `scaled_dot_product_attention` does not exist" \
+        in text, text
+
+
+def test_a_missing_record_without_a_broken_cell_suspects_nobody():
+    text = judge_records(SDPA, None, SMALL, points=2).text
+    assert "no result was recorded" in text and "changed" not in text and "tamper" not in text, text
+
+
 def test_a_test_cell_the_executor_stopped_earns_nothing_whatever_it_recorded():
     from autograder.grading.judge import JudgeTests
     from autograder.results import OBSERVED, CellVerdict

@@ -666,11 +666,24 @@ def _quoted_error(error: str, quoting: Quoting, sizes: frozenset[int]) -> tuple[
     return quoting.error(first, line, sizes), shown, error if shown == line else first
 
 
-def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quoting: Quoting = AS_IS) -> CaseResult:
-    """One case: its share of the points, and what went wrong, quoted as `quoting` allows."""
+def _undefined(error: str, not_run: Mapping[str, str]) -> list[str]:
+    """What to say of a NameError for a name that a cell which does not compile defines."""
+    found = re.match(r"raised NameError: name '([A-Za-z_]\w*)' is not defined", error)
+    said = not_run.get(found[1]) if found else None
+    return [f"{said[0].upper()}{said[1:]}, so `{found[1]}` does not exist: fix that line and run the cell."] \
+        if said else []
+
+
+def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quoting: Quoting = AS_IS,
+               not_run: Mapping[str, str] | None = None) -> CaseResult:
+    """One case: its share of the points, and what went wrong, quoted as `quoting` allows
+    (`not_run`: names that cells which do not compile define -> what to say of their cell)."""
     seal = lambda hints: [quoting.hint(h, case.sizes) for h in hints]  # noqa: E731 - hints read off the code's error
     if outcome.error is not None:
         first, line, read = _quoted_error(outcome.error, quoting, case.sizes)
+        undefined = _undefined(read, not_run or {})  # the grader's words of the student's source: not sealed
+        if undefined:
+            return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), undefined)
         hints = ([] if outcome.not_implemented else
                  [KEPT_STATE_HINT] if kept_from_an_earlier_call(read, device) else
                  device_hints(read, case.x.named, check.kind) if device_bug(read) else
@@ -748,10 +761,12 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
           forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
-          most: int = 5, quoting: Quoting = AS_IS, source: Any = None) -> Report:
+          most: int = 5, quoting: Quoting = AS_IS, source: Any = None,
+          not_run: Mapping[str, str] | None = None) -> Report:
     """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded);
     `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests);
-    `source`: where the answers come from (default_source)."""
+    `source`: where the answers come from (default_source); `not_run`: names that cells which do not
+    compile define -> what to say of their cell."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
     try:
@@ -760,7 +775,7 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
         return Report(0.0, points, f"✗ {check.name}: {missing} (0 / {points:g} points)")
     if devices is None:
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
-    results = [judge_case(check, o, b, d, quoting) for o, b, d in zip(outcomes, built, devices)]
+    results = [judge_case(check, o, b, d, quoting, not_run) for o, b, d in zip(outcomes, built, devices)]
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction == 1:
         return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")
@@ -791,15 +806,31 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
     return Report(score, points, "\n".join(report))
 
 
+def not_run_text(name: str, said: str, points: float) -> str:
+    """The report of a check whose graded object is defined by a cell that does not compile
+    (`said`: "your cell `project_qkv` does not run: IndentationError at line 7")."""
+    return (f"✗ {name}: {said} (0 / {points:g} points)\n"
+            f"    hint: {said[0].upper()}{said[1:]}: Python stops at that line before it runs any of the cell, so "
+            "nothing the cell defines exists; fix the line and run the cell (every test that needs it fails until "
+            "then).")
+
+
 def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]], *, points: float,
-                  found: Sequence[str] = (), quoting: Quoting = AS_IS) -> Report:
+                  found: Sequence[str] = (), quoting: Quoting = AS_IS, missing: str | None = None,
+                  not_run: Mapping[str, str] | None = None) -> Report:
     """The grader's side: a test cell's record from the kernel, and the forbidden uses the grader
     found in the student's source (`found`); the kernel's own observation can only add to them.
-    `quoting`: how the report quotes what the kernel recorded."""
+    `quoting`: how the report quotes what the kernel recorded. `missing`: what to say of the cell
+    that defines the graded object when Python cannot compile it; `not_run`: every name such cells
+    define -> the same (a case that raised NameError for one of them says so)."""
     if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list) \
             or len(record["outcomes"]) != len(cases):
-        return Report(0.0, points, f"✗ {check.name}: no result was recorded for this test (0 / {points:g} points). "
-                      "Did the notebook stop, or was the check changed, before this cell ran?")
+        if missing:
+            return Report(0.0, points, not_run_text(check.name, missing, points))
+        # what the grader knows: no record (whether the notebook stopped, or the test cell raised
+        # before its check, the kernel's outputs cannot tell: they are the student's to forge)
+        return Report(0.0, points, f"✗ {check.name}: no result was recorded for this test (0 / {points:g} points): "
+                      "the notebook stopped, or this test cell raised, before its check ran.")
     decoded = [decode_outcome(data) for data in record["outcomes"]]
     outcomes = [o for o, _ in decoded]
     devices = [d or "cpu" for _, d in decoded]
@@ -809,4 +840,5 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     by_name = {str(f): f for f in found}
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
     uses.sort(key=lambda use: str(use) in ALWAYS_FORBIDDEN)  # the mirrored function first, the ways of hiding it after
-    return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting)
+    return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting,
+                 not_run=not_run)

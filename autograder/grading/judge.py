@@ -16,6 +16,7 @@ import ast
 import builtins
 import contextlib
 import io
+import re
 from typing import Any, Sequence
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -69,6 +70,47 @@ class Replay:
         return not self.tampered and not self.records
 
 
+class CellsThatDoNotRun:
+    """The student's cells that Python cannot compile (a SyntaxError, an IndentationError): the
+    kernel ran none of their code, so every name they define is missing, and each test that needs
+    one says so plainly ("your cell `project_qkv` does not run: IndentationError at line 7")
+    instead of a missing result. Found here, outside the kernel, from the submitted source."""
+
+    def __init__(self, cells: Sequence[Any]):
+        transform = TransformerManager().transform_cell  # %magics and !shell lines -> Python, as IPython runs them
+        self.broken: list[tuple[str, str]] = []  # (the cell's source, what to say of it)
+        for cell in cells:
+            try:
+                compile(transform(cell.source), "<cell>", "exec")
+            except SyntaxError as error:  # IndentationError and TabError are SyntaxErrors
+                self.broken.append((cell.source, self._said(cell, error)))
+            except (ValueError, OverflowError):  # (a NUL byte, a literal too large) also stops the cell
+                continue
+
+    @staticmethod
+    def _said(cell, error: SyntaxError) -> str:
+        names = _defined(cell.source)
+        label = names[0] if names else grade_id_of(cell) or "a cell"
+        where = f" at line {error.lineno}" if error.lineno else ""
+        return f"your cell `{label}` does not run: {type(error).__name__}{where}"
+
+    def defining(self, name: str) -> str | None:
+        """What to say of the broken cell that defines ``name`` (None: no broken cell does)."""
+        return next((said for source, said in self.broken if name in _defined(source)), None)
+
+    def all(self) -> dict[str, str]:
+        """Every name a broken cell defines -> what to say of its cell."""
+        return {name: said for source, said in self.broken for name in _defined(source)}
+
+
+_DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)", re.M)
+
+
+def _defined(source: str) -> list[str]:
+    """The names a cell defines at its top level, read line by line (it does not parse)."""
+    return list(dict.fromkeys(m[1] or m[2] for m in _DEFINES.finditer(source)))
+
+
 class JudgedCheck:
     """What a declared check's name means while the grader re-runs a test cell: judge the
     cell's next record against the references built here, with the forbidden uses found in the
@@ -76,14 +118,18 @@ class JudgedCheck:
     data (in the kernel, the same check prints it or raises it)."""
 
     def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, quoting: Quoting,
-                 reports: list[Report], memory_used: int | None = None):
+                 reports: list[Report], memory_used: int | None = None, not_run: CellsThatDoNotRun | None = None):
         self.check, self.replay, self.scanner, self.quoting, self.reports = check, replay, scanner, quoting, reports
         self.memory_used = memory_used  # the cell's, measured by the sandbox (None: not measured)
+        self.not_run = not_run or CellsThatDoNotRun([])
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
         found = self.scanner.uses(student, self.check.forbidden_names)
         record = self.replay.take(self.check.name)
-        report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting)
+        name = getattr(student, "name", None)
+        report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting,
+                               missing=self.not_run.defining(name) if isinstance(name, str) else None,
+                               not_run=self.not_run.all())
         bounds = [self.check.spec(case).get(MEMORY_BOUND) for case in cases]
         if any(bounds):
             report = judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
@@ -140,6 +186,7 @@ class JudgeTests(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         student_sources = [c.source for c in nb.cells if is_student_cell(c)]
         scanner = SourceScanner(student_sources)
+        not_run = CellsThatDoNotRun([c for c in nb.cells if is_student_cell(c)])
         sealed = Sealed(line for source in student_sources for line in source.splitlines())
         quoting: Quoting = AS_IS
         for cell in nb.cells:
@@ -147,12 +194,14 @@ class JudgeTests(NbGraderPreprocessor):
             if holds_hidden_tests(cell):
                 quoting = sealed
             if is_test_cell(cell):
-                verdict, cell.outputs = self.judge(cell, scanner, quoting)
+                verdict, cell.outputs = self.judge(cell, scanner, quoting, not_run)
                 verdict.write(cell)
         return nb, resources
 
-    def judge(self, cell, scanner: SourceScanner, quoting: Quoting) -> tuple[CellVerdict, list]:
-        """The verdict on ``cell``, and the outputs that show it."""
+    def judge(self, cell, scanner: SourceScanner, quoting: Quoting,
+              not_run: CellsThatDoNotRun | None = None) -> tuple[CellVerdict, list]:
+        """The verdict on ``cell``, and the outputs that show it (``not_run``: the student's cells
+        that do not compile)."""
         points = float(nbgrader_metadata(cell).get("points", 0))
         # what the executor observed in this cell (a timeout, a dead kernel), rebuilt from its own
         # note: an error output the kernel made, whatever its name, is not kept; the cell scores 0
@@ -164,7 +213,8 @@ class JudgeTests(NbGraderPreprocessor):
         printed, reports, replay = io.StringIO(), [], Replay(records)
         # the check names mean: judge the cell's next record (every other name is the student's)
         used = memory_used(cell)
-        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports, used)
+        shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports, used,
+                                                                 not_run)
                                                for name, check in registry.load_all().items()}}
         error = None  # (the error's name, its text)
         try:
