@@ -720,6 +720,7 @@ def _serve(args) -> int:
     except DataFolderInUse as err:
         raise InputError(str(err)) from err
     database = _service_database(args)
+    database.hold_lease(storage.root)  # a second service on this database, from any data folder: exit 2
     options = grading_options(args)
     course = prepare_course(storage.work(), options)
     try:

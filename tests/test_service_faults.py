@@ -5,6 +5,7 @@ The service must grade every accepted submission once, charge no student for its
 refuse with a 4xx or 503 and a reason, and say on ``/health`` what is wrong while it is."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,11 +20,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, text
 
-from autograder.service.db import MAX_TRIES
+from autograder.results import NotebookResult
+from autograder.service.db import BUSY_SECONDS, DONE, MAX_TRIES, QUEUED, Submission
+from autograder.service.grading import Grader
+from autograder.service.storage import Storage
 from classroom import REPO
-from classroom.service import (Server, client, course_source, notebook_text, start_service as started, submit_notebook,
-                               wait_done)
+from classroom.service import (Server, client, course_source, log_in, notebook_text, start_service as started,
+                               submit_notebook, wait_done)
+from test_service_concurrency import add, database, make_due, queue_in, row  # noqa: F401 - database: the fixture
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -55,6 +61,126 @@ def rows(data) -> dict[int, tuple]:
 def assert_quiet_log(server: Server) -> None:
     log = server.log.read_text()
     assert "Traceback" not in log, log
+
+
+# --------------------------------------------------------------------------
+# in process: the Grader and /health's check on SQLite and PostgreSQL, with an engine of the test's
+
+class ScriptedEngine:
+    """An engine that grades every notebook 8 of 10 at once, with the feedback pages the test
+    gives in turn (None: nbgrader graded it but wrote no page), in place of kernels."""
+
+    slots = 2
+
+    def __init__(self, pages: list[str | None]):
+        self.pages, self.seen = pages, []
+
+    def connect(self) -> None:
+        pass
+
+    def problem(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def grade(self, submission, notebook: bytes):
+        self.seen.append(notebook)
+        result = NotebookResult(submission.student_id, submission.assignment, submission.notebook, "ok", 8, 10,
+                                autograded=notebook.decode())
+        return [(result, self.pages.pop(0))]
+
+
+@pytest.fixture
+def grader(tmp_path, database):
+    """A Grader (its threads started) on the test's database and a data folder in tmp_path, with a
+    ScriptedEngine whose pages the test sets; stopped at the end."""
+    queue = queue_in(database, tmp_path)
+    made = Grader(queue, Storage(tmp_path / "data"), None, ScriptedEngine([]))
+    made.start()
+    yield made
+    made.stop()
+
+
+NOTEBOOK = b'{"cells": []}'
+
+
+def upload(grader: Grader, stored: bool = True) -> int:
+    """As the service stores an upload: the notebook on disk (unless not ``stored``: as if another
+    data folder held it), then the row queued."""
+    sub = add(grader.database, "ann", state="receiving")
+    if stored:
+        grader.storage.save_notebook(sub, NOTEBOOK)
+    with grader.database.writing.begin() as db:
+        db.get(Submission, sub).state = QUEUED
+    grader.notify()
+    return sub
+
+
+def wait_for(what, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not (found := what()):
+        assert time.monotonic() < deadline, f"not in {timeout} s"
+        time.sleep(0.1)
+    return found
+
+
+def answer(grader: Grader) -> tuple[int, dict, float]:
+    """/health's answer (status, body) and how long it took."""
+    started_at = time.monotonic()
+    reply = grader.health.answer(["01-self-attention"], 1024**2)
+    return reply.status_code, json.loads(reply.body), time.monotonic() - started_at
+
+
+def test_a_stored_notebook_that_cannot_be_read_is_retried_never_the_students(grader):
+    grader.engine.pages += ["<html>feedback</html>"]
+    sub = upload(grader, stored=False)
+    taken = wait_for(lambda: (r := row(grader.database, sub)).grader_failures and r)
+    assert (taken.state, taken.gradings_started, taken.status) == (QUEUED, 0, None)  # no try used, no result
+    assert f"No such file or directory: DATA/notebooks/{sub}.ipynb" in taken.reason, taken.reason
+    assert str(grader.storage.root) not in taken.reason and "not counted as an attempt" in taken.reason
+    wait_for(lambda: answer(grader)[1]["retrying"] == 1)
+    grader.storage.save_notebook(sub, NOTEBOOK)  # the folder readable again
+    make_due(grader.database, sub)
+    graded = wait_for(lambda: (r := row(grader.database, sub)).state == DONE and r)
+    assert (graded.status, graded.score, graded.gradings_started) == ("ok", 8, 1)
+    assert grader.engine.seen == [NOTEBOOK]  # the engine got the notebook's bytes, once
+
+
+def test_a_graded_notebook_without_its_feedback_page_is_graded_again(grader):
+    grader.engine.pages += [None, "<html>feedback</html>"]
+    sub = upload(grader)
+    taken = wait_for(lambda: (r := row(grader.database, sub)).grader_failures and r)
+    assert taken.state == QUEUED and "no feedback page" in taken.reason, taken.reason
+    make_due(grader.database, sub)
+    wait_for(lambda: row(grader.database, sub).state == DONE)
+    assert grader.storage.feedback(sub).read_text() == "<html>feedback</html>"
+    # one stored without its page before (an earlier version, a page lost): counted and named
+    grader.storage.feedback(sub).unlink()
+    said = wait_for(lambda: (a := answer(grader)[1])["without_feedback"] and a)
+    assert (said["without_feedback"], said["without_feedback_ids"]) == (1, [sub])
+
+
+def test_health_answers_at_once_under_a_database_lock(grader, database):
+    assert answer(grader)[0] == 200
+    if database is None:
+        other = sqlite3.connect(grader.database.engine.url.database, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        words = "database is locked"
+    else:  # an exclusive lock on the queue's table: even its readers wait
+        other = create_engine(grader.database.url).connect()
+        other.execute(text("lock table submissions in access exclusive mode"))
+        words = "the database cannot be read"
+    try:
+        def locked() -> bool:
+            status, said, took = answer(grader)
+            assert took < 0.5, took  # the last check's answer: never a wait for the lock
+            return status == 503 and any(words in p for p in said["problems"])
+        wait_for(locked, timeout=BUSY_SECONDS + 10)
+    finally:
+        other.rollback() if database else other.execute("ROLLBACK")
+        other.close()
+    wait_for(lambda: answer(grader)[0] == 200)
 
 
 # --------------------------------------------------------------------------
@@ -321,7 +447,7 @@ def test_log_out_works_from_an_error_page(tmp_path):
     ctx = started(tmp_path)
     try:
         with client(ctx.server) as browser:
-            assert browser.post("/login", data={"token": ctx.tokens["ann"]}).status_code == 303
+            assert log_in(browser, ctx.tokens["ann"]).status_code == 303
             page = browser.get("/submissions/999", headers={"Accept": "text/html"})
             assert page.status_code == 404
             csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
@@ -336,16 +462,16 @@ def test_proxy_headers_are_believed_only_from_the_named_proxy(tmp_path):
     a fresh address per request unless it is the proxy the instructor named."""
     ctx = started(tmp_path, ("ann",), "--rate-limit", "5")
     try:
-        codes = [httpx.post(f"{ctx.server.url}/login", data={"token": "wrong"}, timeout=60,
-                            headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(7)]
+        codes = [log_in(client(ctx.server), "wrong", {"X-Forwarded-For": f"10.0.0.{n}"}).status_code
+                 for n in range(7)]
         assert codes[:5] == [200] * 5 and codes[5:] == [429] * 2, codes
     finally:
         ctx.server.stop()
     ctx.server.extra = (*ctx.server.extra, "--trusted-proxy", "127.0.0.1")
     ctx.server.start()
     try:
-        codes = [httpx.post(f"{ctx.server.url}/login", data={"token": "wrong"}, timeout=60,
-                            headers={"X-Forwarded-For": f"10.0.0.{n}"}).status_code for n in range(7)]
+        codes = [log_in(client(ctx.server), "wrong", {"X-Forwarded-For": f"10.0.0.{n}"}).status_code
+                 for n in range(7)]
         assert codes == [200] * 7, codes  # each a student behind the proxy, counted apart
     finally:
         ctx.server.stop()

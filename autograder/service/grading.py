@@ -12,8 +12,10 @@ generated or a kernel's Python to start:
 Both grade one student's notebook with ``runner.grade_group``, so a submission gets what the
 command line gives it: the sandbox, the time and memory limits, a status and a reason; but a
 failure of the grader itself raises (``raise_failures``), and the submission is handed back.
-``Grader`` runs one thread per engine slot: claim the oldest queued submission, grade it,
-store its result and feedback page.
+The notebook is read from the data folder by the service, never by a worker: a folder that
+cannot be read is the service's failure (the submission queued again after a pause), and
+reaches the engine as bytes. ``Grader`` runs one thread per engine slot: claim the next
+submission, grade it, store its result and feedback page.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from pathlib import Path
 from sqlalchemy.exc import SQLAlchemyError
 
 from autograder.engine.process import prepare_worker, worker_context
-from autograder.engine.runner import Graded, grade_group
+from autograder.engine.runner import Graded, GraderFailed, grade_group
 from autograder.errors import CourseError
 from autograder.grading.course import Course
 from autograder.grading.steps import WORKER_MODULES
@@ -43,6 +45,7 @@ from autograder.submissions import Submission as GraderSubmission
 
 from . import db as tables
 from .db import Database, one_line
+from .health import Health
 from .scores import counted
 from .storage import Storage
 
@@ -80,8 +83,15 @@ def _warm_up(course: Course) -> None:
             grade_group(course, [GraderSubmission("warm-up", assignment, notebook, release)])
 
 
-def _grade_in_worker(submission: GraderSubmission) -> Graded:
-    return grade_group(_worker_course, [submission], raise_failures=True)
+def _grade_in_worker(submission: GraderSubmission, data: bytes) -> Graded:
+    """Grade a notebook that came as bytes: written into this worker's own file, beside its course
+    (as a Dask worker writes it into its own folder), and read from there."""
+    incoming = _worker_course.root.parent / f"incoming-{os.getpid()}.ipynb"
+    incoming.write_bytes(data)
+    try:
+        return grade_group(_worker_course, [replace(submission, path=incoming)], raise_failures=True)
+    finally:
+        incoming.unlink(missing_ok=True)
 
 
 class LocalEngine:
@@ -105,10 +115,10 @@ class LocalEngine:
     def problem(self) -> None:
         """Nothing to lose: the workers are this service's own processes."""
 
-    def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
+    def grade(self, submission: GraderSubmission, notebook: bytes) -> Graded:
         pool = self.pool
         try:
-            return pool.submit(_grade_in_worker, replace(submission, path=notebook)).result()
+            return pool.submit(_grade_in_worker, submission, notebook).result()
         except BrokenProcessPool:
             with self.lock:  # the first thread to see it starts a new pool
                 if self.pool is pool:
@@ -164,12 +174,12 @@ class DaskEngine:
                     "connecting to the scheduler again")
         return None
 
-    def grade(self, submission: GraderSubmission, notebook: Path) -> Graded:
+    def grade(self, submission: GraderSubmission, notebook: bytes) -> Graded:
         self.connect()
         client = self.client
         try:
-            future = client.submit(self.cluster.grade_remotely, self.plugin.name,
-                                   [(submission, notebook.read_bytes())], raise_failures=True, pure=False)
+            future = client.submit(self.cluster.grade_remotely, self.plugin.name, [(submission, notebook)],
+                                   raise_failures=True, pure=False)
             return future.result()
         except Exception:
             # A notebook's own failures come back as its result: this is the cluster's (the scheduler
@@ -201,9 +211,13 @@ class Grader:
     What the grader itself fails at is never a student's: a database or disk error (the database
     locked by another writer, the disk full) is retried with a growing pause, the claimed
     submission kept as it is (its result, once made, is kept in memory until it is stored); an
-    engine's failure hands the submission back (``Database.give_back``). ``problems`` says what
-    is wrong now, for ``/health``: a grading thread dead or retrying, the engine unreachable, or
-    submissions waiting while nothing has moved for ``stall_seconds``."""
+    engine's failure, or a graded notebook that came back without its feedback page, hands the
+    submission back (``Database.give_back``), and a stored notebook that cannot be read puts it
+    back untried (``Database.put_back_unread``), each queued again after a pause. Students whose
+    last notebook timed out share ``lane`` workers, one fewer than there are (``claim_next``).
+    ``problems`` says what is wrong now, for ``/health`` (``health.Health``, which also counts
+    what waits): a grading thread dead or retrying, the engine unreachable, the database's lease
+    lost, or submissions waiting while nothing has moved for ``stall_seconds``."""
 
     def __init__(self, database: Database, storage: Storage, course: Course, engine,
                  gradebook: GradebookRecorder | None = None, stall_seconds: float = 900):
@@ -215,8 +229,10 @@ class Grader:
         self.stopping = False
         self.moved = time.monotonic()  # the last claim or stored result
         self.trouble: dict[str, str] = {}  # thread name -> what it is retrying, or why it died
+        self.lane = max(1, engine.slots - 1)  # workers that students whose last notebook timed out may hold
         self.threads = [threading.Thread(target=self._run, name=f"grader-{n}", daemon=True)
                         for n in range(engine.slots)]
+        self.health = Health(self, database, storage)
 
     def start(self) -> int:
         """Queue again what a killed service was grading, then start; returns how many were requeued."""
@@ -234,6 +250,7 @@ class Grader:
         self.stopping = True
         self.notify()
         self.engine.close()
+        self.database.release_lease()
 
     def problems(self, waiting: int) -> list[str]:
         """What keeps submissions from being graded now (``waiting``: how many are not done)."""
@@ -243,6 +260,8 @@ class Grader:
         found += [f"{name}: {what}" for name, what in sorted(trouble.items()) if name not in dead]
         lost = self.engine.problem()
         found += [lost] if lost else []
+        lease = self.database.lease.problem() if self.database.lease else None
+        found += [lease] if lease else []
         idle = time.monotonic() - self.moved
         if waiting and idle > self.stall_seconds:
             found.append(f"{waiting} submissions wait and the queue has not moved for {idle:.0f} s")
@@ -262,14 +281,17 @@ class Grader:
         while not self.stopping:
             # a lost scheduler: no submission is taken (and none fails for it) until one answers
             self._retrying("connecting to the grading engine", self.engine.connect)
-            with self.claims:
-                sub = self._retrying("claiming the next submission", self.database.claim_next)
+            sub = None
+            if self.database.lease is None or self.database.lease.held():  # else another service may grade
+                with self.claims:
+                    sub = self._retrying("claiming the next submission", self.database.claim_next, self.lane)
             if sub is None:
                 with self.wakeup:
                     self.wakeup.wait(timeout=2)
                 continue
             self.moved = time.monotonic()
-            graded = self._grade(sub)
+            notebook = self._read(sub)
+            graded = None if notebook is None else self._grade(sub, notebook)
             if graded is None:
                 continue  # handed back: queued again or set aside
             self._retrying(f"storing the result of submission {sub.id}", self._store, sub, graded)
@@ -287,26 +309,39 @@ class Grader:
             except (SQLAlchemyError, OSError) as err:
                 if self.stopping:
                     raise SystemExit from err
-                self.trouble[name] = f"{what} failed, retrying every {pause:.0f} s: {one_line(err)}"
+                why = self.storage.explain(err) if isinstance(err, OSError) else one_line(err)
+                self.trouble[name] = f"{what} failed, retrying every {pause:.0f} s: {why}"
                 print(f"autograder serve: {name}: {self.trouble[name]}", file=sys.stderr, flush=True)
                 time.sleep(pause)
                 pause = min(60.0, 2 * pause)
 
-    def _grade(self, sub: tables.Submission) -> tuple[NotebookResult, str | None] | None:
+    def _read(self, sub: tables.Submission) -> bytes | None:
+        """The notebook as stored; None where the data folder failed to give it (a folder unreadable
+        for a moment, a notebook this data folder does not hold): the submission is put back, to be
+        tried again after a pause, and the student is charged nothing."""
+        try:
+            return self.storage.read_notebook(sub.id)
+        except OSError as err:
+            why = self.storage.explain(err)
+            pause = self._retrying(f"putting back submission {sub.id}", self.database.put_back_unread, sub.id, why)
+            print(f"autograder serve: the stored notebook of submission {sub.id} could not be read ({why}): "
+                  f"queued again, tried after {pause:.0f} s", file=sys.stderr, flush=True)
+            return None
+
+    def _grade(self, sub: tables.Submission, notebook: bytes) -> tuple[NotebookResult, str | None] | None:
         """The result and feedback page; None where the engine failed (the submission handed back)."""
         wanted = GraderSubmission(sub.person_id, sub.assignment, sub.notebook, None)
         try:
-            ((result, page),) = self.engine.grade(wanted, self.storage.notebook(sub.id))
+            ((result, page),) = self.engine.grade(wanted, notebook)
+            if result.autograded and page is None:  # nbgrader graded it, but its page was not written
+                raise GraderFailed("the grader wrote no feedback page")
         except Exception as err:  # noqa: BLE001 - the grader's failure (a worker killed, the scheduler lost)
             if self.stopping:
                 raise SystemExit from err  # shutting down: it stays 'grading', and is queued again at the next start
-            why = f"{type(err).__name__}: {one_line(err)}"
+            why = self.storage.public(f"{type(err).__name__}: {one_line(err)}")
             state = self._retrying(f"handing back submission {sub.id}", self.database.give_back, sub.id, why)
             print(f"autograder serve: grading submission {sub.id} failed in the grader ({why}): "
                   f"{'queued again' if state == tables.QUEUED else state}", file=sys.stderr, flush=True)
-            if state == tables.QUEUED:
-                time.sleep(1)  # a new pool or scheduler starting
-                self.notify()
             return None
         return result, page
 

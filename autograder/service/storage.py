@@ -21,6 +21,9 @@ from pathlib import Path
 from autograder.results import NotebookResult
 
 
+RESULT_FOLDERS = ("notebooks", "feedback", "autograded")  # where uploads and graded results are written
+
+
 class DataFolderInUse(RuntimeError):
     pass
 
@@ -38,7 +41,7 @@ def private_folder(root: Path) -> Path:
 class Storage:
     def __init__(self, root: Path):
         self.root = private_folder(root)
-        for folder in ("notebooks", "feedback", "autograded", "work"):
+        for folder in (*RESULT_FOLDERS, "work"):
             (self.root / folder).mkdir(mode=0o700, exist_ok=True)
         self._lock = None
 
@@ -73,6 +76,51 @@ class Storage:
 
     def autograded(self, submission_id: int) -> Path:
         return self._path("autograded", submission_id, ".ipynb")
+
+    def read_notebook(self, submission_id: int) -> bytes:
+        """The notebook as stored: an OSError here is the service's storage failing (a folder
+        unreadable for a moment, a notebook another data folder holds), never the student's."""
+        return self.notebook(submission_id).read_bytes()
+
+    def explain(self, err: OSError) -> str:
+        """An OSError in words a student or ``/health`` may read: what failed, and the file within
+        the data folder (``DATA/...``), never the server's own path."""
+        name = err.filename if isinstance(err.filename, str) else None
+        if name is None:
+            return self.public(str(err))
+        where = self.public(name)
+        return f"{err.strerror or type(err).__name__}" + (f": {where}" if where.startswith("DATA") else "")
+
+    def public(self, text: str) -> str:
+        """``text`` with the data folder's path said as ``DATA``."""
+        return text.replace(str(self.root), "DATA")
+
+    def unwritable(self, room: int) -> list[str]:
+        """Why an upload or a graded result could not be stored now (each folder written to: a small
+        file written, flushed and removed; at least ``room`` bytes free): [] while it could."""
+        found = []
+        for label, folder in (("DATA", self.root), *((f"DATA/{name}", self.root / name) for name in RESULT_FOLDERS)):
+            probe = folder / ".health-probe"
+            try:
+                _write_atomically(probe, b"\0" * 4096)
+                probe.unlink()
+                space = os.statvfs(folder)
+            except OSError as err:
+                found.append(f"the data folder cannot be written: {self.explain(err)}")
+                continue
+            free = space.f_bavail * space.f_frsize
+            if free < room:
+                found.append(f"the data folder is full: {label} has {free / 1024**2:.1f} MB free, less than an upload "
+                             f"may need ({room / 1024**2:.1f} MB)")
+        return found
+
+    def without_feedback(self) -> set[int]:
+        """Submissions with a graded notebook but no feedback page (a page lost, or a result stored
+        by an earlier version that did not insist on one)."""
+        def numbers(folder: str, suffix: str) -> set[int]:
+            return {int(p.name.removesuffix(suffix)) for p in (self.root / folder).glob(f"*{suffix}")
+                    if p.name.removesuffix(suffix).isdigit()}
+        return numbers("autograded", ".ipynb") - numbers("feedback", ".html")
 
     def save_notebook(self, submission_id: int, data: bytes) -> None:
         _write_atomically(self.notebook(submission_id), data)
