@@ -157,6 +157,31 @@ FAIR = {
         mine = Encoder(mine_layer, 2)
         mine.load_state_dict(ref.state_dict())
         """]),
+    # issue 58: a word in a string is data (an error label, a dictionary's key, a mode's name)
+    "the API's name as an error label, a dictionary key and a mode": ("softmax", SOFTMAX, ["""
+        MESSAGES = {"softmax": "expects a float tensor", "log_softmax": "unused"}
+        """, """
+        def softmax(x, dim=-1, kind="softmax"):
+            if not x.is_floating_point():
+                raise TypeError("softmax: " + MESSAGES["softmax"])
+            stats = {"softmax": dim}
+            shifted = x - x.amax(dim=stats["softmax"], keepdim=True)
+            e = shifted.exp()
+            return e / e.sum(dim=dim, keepdim=True) if kind != "log_softmax" else shifted - e.sum(dim, keepdim=True).log()
+        """]),
+    "the API's name as a label in a list and a print": ("LayerNorm", LAYER_NORM, ["""
+        class LayerNorm(nn.Module):
+            names = ["LayerNorm", "layer_norm"]
+
+            def __init__(self, d, eps=1e-5):
+                super().__init__()
+                self.weight, self.bias, self.eps = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d)), eps
+
+            def forward(self, x):
+                print(f"{self.names[0]}: normalising", "F.layer_norm".upper())
+                mean, var = x.mean(-1, keepdim=True), x.var(-1, keepdim=True, unbiased=False)
+                return (x - mean) / (var + self.eps).sqrt() * self.weight + self.bias
+        """]),
     "the notebook submitted from its last cell": ("softmax", SOFTMAX, [STABLE, """
         from attention_checks.submit import submit
         submit("https://grader.example.edu", "token")
@@ -222,6 +247,36 @@ HOSTILE = {
         def softmax(x, dim=-1):
             return getattr(torch, _name)(x, dim)
         """], '_name = "".join(["soft", "max"])'),
+    # a string used as a name keeps counting, however it reaches the lookup (issue 58)
+    "a module's namespace kept in a global, looked up by key": ("softmax", SOFTMAX, "torch.softmax", ["""
+        _ns = vars(torch)
+        """, """
+        def softmax(x, dim=-1):
+            return _ns["softmax"](x, dim)
+        """], 'return _ns["softmax"](x, dim)'),
+    "a name handed to a helper's getattr": ("softmax", SOFTMAX, "torch.softmax", ["""
+        def _lookup(name):
+            return getattr(torch, name)
+
+        def softmax(x, dim=-1):
+            return _lookup("soft" + "max")(x, dim)
+        """], 'return _lookup("soft" + "max")(x, dim)'),
+    "a name returned by a helper": ("softmax", SOFTMAX, "torch.softmax", ["""
+        def _which():
+            return "soft" + "max"
+
+        def softmax(x, dim=-1):
+            return getattr(torch, _which())(x, dim)
+        """], 'return "soft" + "max"'),
+    "a namespace's get": ("LayerNorm", LAYER_NORM, "F.layer_norm", ["""
+        class LayerNorm(nn.Module):
+            def forward(self, x):
+                return F.__dict__.get("layer" + "_norm")(x, x.shape[-1:])
+        """], 'return F.__dict__.get("layer" + "_norm")(x, x.shape[-1:])'),
+    "an operator's name given to a private PyTorch function": ("softmax", SOFTMAX, "torch._softmax", ["""
+        def softmax(x, dim=-1):
+            return torch._C._jit_get_operation("aten::" + "_softmax")[0](x, dim, False)
+        """], 'return torch._C._jit_get_operation("aten::" + "_softmax")[0](x, dim, False)'),
     "aten operator": ("softmax", SOFTMAX, "torch._softmax", ["""
         def softmax(x, dim=-1):
             return torch.ops.aten._softmax.default(x, dim, False)

@@ -11,8 +11,9 @@ code passes to its functions when they keep them (in a global, a class, a mutabl
 default), values written through ``globals()``, ``builtins``, ``exec`` or ``%%writefile``. A student's scratch cell that only *uses* the graded function (a comparison
 with PyTorch's, a plot) is never followed. In what is reached, a forbidden function counts
 wherever it is named: an attribute (``torch.softmax``, ``nnf.softmax``, ``x.softmax``,
-``torch.ops.aten._softmax``), an imported name, or a string (``getattr(torch, "soft" +
-"max")``, folded from constants). Code that runs only once at module level and merely
+``torch.ops.aten._softmax``), an imported name, or a string used as a name (``getattr(torch,
+"soft" + "max")``, folded from constants; ``vars(nn)["LayerNorm"]``; see ``_used_as_names``):
+any other string is data (an error label, a dictionary's key), never a call. Code that runs only once at module level and merely
 *calls* a forbidden function (``x = torch.softmax(y, 0)`` in a scratch cell whose ``x`` is
 then passed to the student's function) produces data, not a way to call it, so it does
 not count; a forbidden *class* counts even when called (its instance is the module).
@@ -59,6 +60,13 @@ READERS = {"help", "print", "dir", "repr", "str", "type", "id", "isinstance", "c
 DYNAMIC_NAMESPACES = {"globals", "locals", "vars", "builtins", "__builtins__", "__dict__", "sys.modules"}
 CODE_RUNNERS = {"exec", "eval", "compile", "__import__"}  # builtins that run or import code given as a string
 IDENTIFIER_PATH = re.compile(r"^[A-Za-z_][\w.:]*$")
+# Where a string is used as a name (issue 58): the attribute, global, module or operator that these
+# calls look up (a string anywhere else is data: an error label, a dictionary's key, a message).
+NAME_LOOKUPS = {"getattr", "setattr", "hasattr", "delattr", "__getattribute__", "__getattr__", "__setattr__",
+                "__delattr__", "attrgetter", "methodcaller", "import_module", "__import__", "resolve_name",
+                "find_spec", "vars", "__getitem__", "get", "pop", "setdefault"}
+# The containers a student makes: a lookup in one of them by a string is the student's own data
+CONTAINER_MAKERS = {"dict", "list", "defaultdict", "OrderedDict", "Counter", "set", "tuple"}
 
 
 class Finding(str):
@@ -314,6 +322,7 @@ class SourceScanner:
                            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
         self._index()
+        self.named = self._used_as_names()
         self._checks_memo: dict[Var, bool] = {}
         # what uses() and persists() found: every test cell of a notebook asks again for the same
         # graded names, and the code does not change between them
@@ -434,6 +443,84 @@ class SourceScanner:
                     if other is not arg:
                         self._flow(self.var(arg, arg.id), other)
 
+    # -- strings used as names ---------------------------------------------------------------
+
+    def _used_as_names(self) -> set[int]:
+        """The nodes whose value the code uses as a name (getattr(torch, "soft" + "max"),
+        vars(nn)["LayerNorm"], import_module("torch._refs"), a private PyTorch function given an
+        operator's name), and every node whose value flows into one (a global, a parameter, an
+        attribute, a list it is appended to, a function's return). Only strings among them can name
+        a forbidden function: any other string is data (issue 58)."""
+        todo = [node for tree in self.trees for node in ast.walk(tree) for node in self._name_arguments(node)]
+        named: set[int] = set()
+        returns = {id(f): [n.value for n in ast.walk(f) if isinstance(n, ast.Return) and n.value is not None]
+                   for tree in self.trees for f in ast.walk(tree)
+                   if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        seen_vars: set = set()
+        while todo:
+            root = todo.pop()
+            for node in ast.walk(root):
+                if id(node) in named:
+                    continue
+                named.add(id(node))
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                    var = self.var(node, node.id)
+                    if var in seen_vars or var[0] is None:
+                        continue
+                    seen_vars.add(var)
+                    for value, how in self.flows.get(var, []):
+                        if how == "def":  # a function whose result is the name
+                            todo += returns.get(id(value), []) + ([value.body] if isinstance(value, ast.Lambda) else [])
+                        elif how != "import":
+                            todo.append(value)
+                    scope = var[0]
+                    if node.id in scope.params and scope.node is not None:  # what callers pass
+                        owner = self.owner_of.get(id(scope.node))
+                        for call in self.calls.get(owner, []) if owner is not None else []:
+                            todo += list(call.args) + [k.value for k in call.keywords]
+                elif isinstance(node, ast.Attribute):
+                    todo += self.attribute_stores.get(node.attr, [])
+                elif isinstance(node, ast.Lambda):
+                    todo.append(node.body)
+        return named
+
+    def _name_arguments(self, node: ast.AST) -> list[ast.AST]:
+        """The parts of ``node`` that it uses as a name: a lookup's key (NAME_LOOKUPS, a subscript
+        of anything but the student's own container), the arguments of a private PyTorch function
+        (torch._C._jit_get_operation("aten::_softmax")) or of a call handed getattr (reduce)."""
+        if isinstance(node, ast.Subscript):
+            return [] if self._own_container(node.value) else [node.slice]
+        if not isinstance(node, ast.Call):
+            return []
+        func, arguments = node.func, list(node.args) + [k.value for k in node.keywords]
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in NAME_LOOKUPS:
+            receiver = func.value if isinstance(func, ast.Attribute) else None
+            own = receiver is None or self._own_container(receiver)
+            if name in ("get", "pop", "setdefault", "__getitem__") and own:
+                return []  # a lookup in the student's own dict or list
+            return arguments
+        private = any(isinstance(n, ast.Attribute) and n.attr.startswith("_") for n in ast.walk(func))
+        handed = any(isinstance(a, ast.Name) and a.id in NAME_LOOKUPS for a in arguments)
+        return arguments if private or handed else []
+
+    def _own_container(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a container the student made (a dict or list display, dict(...)),
+        never one of Python's or PyTorch's namespaces (vars(x), x.__dict__, globals())."""
+        if isinstance(node, (ast.Dict, ast.DictComp, ast.List, ast.ListComp, ast.Tuple, ast.Set)):
+            return True
+        if isinstance(node, ast.Call):
+            return isinstance(node.func, ast.Name) and node.func.id in CONTAINER_MAKERS
+        if not isinstance(node, ast.Name):
+            return False
+        var = self.var(node, node.id)
+        values = [value for value, how in self.flows.get(var, []) if how == "value"]
+        made = [v for v in values if isinstance(v, (ast.Dict, ast.DictComp, ast.List, ast.ListComp, ast.Tuple, ast.Set))
+                or isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in CONTAINER_MAKERS]
+        return var[0] is not None and bool(made) and not any(_dynamic(v) or _dynamic_read(v) or (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("vars", "getattr", "dir"))
+            for v in values)
+
     def persists(self, function: ast.AST) -> bool:
         """Whether a function may keep what it is called with beyond the call: it writes a
         global or an enclosing variable, a class, or a mutable default. If it cannot, what
@@ -516,8 +603,8 @@ class SourceScanner:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [part for alias in node.names for part in alias.name.split(".")]
             names += (node.module or "").split(".") if isinstance(node, ast.ImportFrom) else []
-        elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and id(node) not in self.docstrings:
-            names = re.split(r"[.:]", fold(node) or "")
+        elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call)) and id(node) in self.named:
+            names = re.split(r"[.:]", fold(node) or "")  # a string used as a name (any other is data)
         else:
             return False
         return not REGISTRATION_NAMES.isdisjoint(names)
@@ -670,8 +757,9 @@ class _Walk:
                     if word in self.wanted:
                         self.hit(word, node)
             elif isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) \
-                    and id(node) not in self.s.docstrings:
-                self.strings(node)
+                    and id(node) not in self.s.docstrings \
+                    and (id(node) in self.s.named or id(node) in self.s.code_strings):
+                self.strings(node)  # a string used as a name, or code run by exec; any other is data
 
     def strings(self, node: ast.AST):
         """A string that names a forbidden function (getattr(torch, "soft" + "max")), or code
