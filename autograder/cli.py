@@ -446,11 +446,15 @@ def _collect(args) -> int:
 
 def _export(args) -> int:
     from autograder.instructor.gradebook import gradebook_url
-    from autograder.instructor.lms import LMSS, NOT_GRADED, export, read_roster
+    from autograder.instructor.lms import LMSS, NOT_GRADED, export, grading_record, read_roster, refuse_overwriting
 
     grades = args.results / "grades.csv"
     if not grades.is_file():
         raise InputError(f"no grades.csv in {args.results}")
+    read = [*grading_record(args.results), *[p for p in (args.roster, args.collected) if p]]
+    if args.gradebook and "://" not in str(args.gradebook):
+        read.append(args.gradebook)
+    refuse_overwriting({"--out": args.out, "--feedback-zip": args.feedback_zip}, read)
     if args.feedback_zip and args.format == "csv":
         raise InputError("--feedback-zip is the bulk upload of an LMS: use it with --format canvas or moodle")
     if args.feedback_zip and args.format == "canvas" and not args.collected:
@@ -460,8 +464,8 @@ def _export(args) -> int:
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
     assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
                                         gradebook, args.late_penalty)
-    for student_id in left_out:
-        print(f"left out: {student_id} was graded but is not on the roster {args.roster}", file=sys.stderr)
+    for why in left_out:
+        print(f"left out: {why}", file=sys.stderr)
     for row in rows:
         if row.status in NOT_GRADED:
             print(f"no grade: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
@@ -471,9 +475,9 @@ def _export(args) -> int:
     for row in pending:
         print(f"to grade by hand: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
     if pending:
-        print(f"{len(pending)} students' grades leave out written answers not graded yet (the LMS gets their share "
-              "of the counted points): grade them in nbgrader's formgrader (after `export-gradebook`), then export "
-              "with --gradebook", file=sys.stderr)
+        print(f"{len(pending)} students' grades leave out written answers not graded yet (the LMS gets the points "
+              "counted, out of the whole maximum): grade them in nbgrader's formgrader (after `export-gradebook`), then "
+              "export with --gradebook", file=sys.stderr)
     source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
     print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
     if args.feedback_zip:
@@ -491,6 +495,11 @@ def _export_feedback(args, assignment: str, rows: list) -> None:
         print(f"no feedback file: {row.student.student_id} ({row.student.name}): {why}", file=sys.stderr)
     write_zip(args.feedback_zip, upload.members)
     print(f"wrote {len(upload.members)} feedback pages -> {args.feedback_zip}")
+    if args.format == "canvas":  # Canvas names a re-uploaded file after the student's own (Assignment#generate_comments_from_files)
+        print("what each student receives from Canvas: a comment \"See attached file\" on their submission, the page "
+              "attached under the name of the file they submitted (e.g. qkv.ipynb, Canvas keeps that name): an HTML page "
+              "that Jupyter cannot open; renamed to .html it opens in a web browser. Tell the class so, or use Moodle's "
+              "upload or the submission service's pages (README: Feedback into the LMS)")
 
 
 # --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ file that matches no pattern.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import os
@@ -33,6 +34,12 @@ NB = notebook_name(ASSIGNMENT)
 
 def _read(path: Path) -> list[dict]:
     return list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig"))))
+
+
+def _comment(cell: str) -> str:
+    """A Moodle feedback comment (HTML: escaped lines, each but the last ending with <br>) as text."""
+    assert re.sub(r"<br>\n", "", cell).count("<") == 0, cell  # no markup but the line breaks
+    return html.unescape(cell.replace("<br>\n", "\n"))
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -300,7 +307,7 @@ def test_from_two_lms_downloads_to_their_gradebooks_and_nbgrader_export(tmp_path
     moodle_rows = {r["Identifier"]: r for r in _read(tmp_path / "moodle.csv")}
     assert moodle_rows["Participant 3301"]["Full name"] == "Zoë Brontë"
     assert moodle_rows["Participant 3302"]["Grade"] == grades["3302"]["score"]
-    assert "superseded by a later file" in moodle_rows["Participant 3302"]["Feedback comments"]
+    assert "superseded by a later file" in _comment(moodle_rows["Participant 3302"]["Feedback comments"])
 
     # nbgrader's own tools read the gradebook: its API, and `nbgrader export` in the course folder.
     from nbgrader.api import Gradebook
@@ -413,11 +420,11 @@ def test_no_cell_of_an_export_is_a_formula_and_the_lms_reads_its_columns(tmp_pat
         assert any(cell.startswith("'=HYPERLINK") for cell in cells)  # kept, as text
         header, *rows = table
         if fmt == "canvas":  # Canvas matches students by ID and reads the assignment's column as a number
-            # s1: 11 of 11 with a written answer pending is the same share, 12, of the whole 12
-            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "12", "1002": "", "1003": "5.5", "1004": ""}
+            # s1: 11 of 11 with a written answer pending is 11 of the whole 12, never scaled up
+            assert {r[1]: r[5] for r in rows[1:]} == {"1001": "11", "1002": "", "1003": "5.5", "1004": ""}
             assert rows[0][5] == "12"
         elif fmt == "moodle":  # Moodle: "Participant <id>", a number or nothing in Grade
-            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "12", "Participant 1002": "",
+            assert {r[0]: r[4] for r in rows} == {"Participant 1001": "11", "Participant 1002": "",
                                                   "Participant 1003": "5.5", "Participant 1004": ""}
         else:  # this tool reads its own CSV back exactly
             back = {r["student_id"]: r for r in lms.read_csv(out)}
@@ -610,7 +617,7 @@ def test_moodle_gets_a_folder_per_participant_and_a_comment_per_student(feedback
     assert [rows[f"Participant {n}"]["Full name"] for n in (3301, 3303, 3304)] == [
         'Zoë "Zo" Brontë_Smith', "Chen, Wei", "Wei\nChen"]
     # each graded student: the score per test, a failing test with its hint
-    full, buggy = rows["Participant 3303"]["Feedback comments"], rows["Participant 3304"]["Feedback comments"]
+    full, buggy = (_comment(rows[f"Participant {n}"]["Feedback comments"]) for n in (3303, 3304))
     assert re.search(r"^test_sdpa_basic: 2 / 2$", full, re.M) and "(" not in full
     first, *later = [line for line in buggy.splitlines() if line.startswith("test_sdpa")]
     assert re.fullmatch(r"test_sdpa_basic: [\d.]+ / 2 \(.*is the 1/sqrt\(d_k\) scaling missing\?.*\)", first), buggy
@@ -624,24 +631,41 @@ def test_moodle_gets_a_folder_per_participant_and_a_comment_per_student(feedback
 
 def test_a_pending_written_answer_is_in_neither_the_points_nor_the_maximum(tmp_path):
     """The score rule: 8 of 8 autograded and a 2-point written answer not graded yet is 8 of 8,
-    "written answer: pending (2 points)"; an LMS, whose maximum is the whole 10, gets the same share."""
+    "written answer: pending (2 points)"; an LMS, whose maximum is the whole 10, gets the points as
+    they are (8 of 10), never scaled up; a late penalty is a percent of that whole."""
     results = tmp_path / "RESULTS"
     results.mkdir()
     (results / "grades.csv").write_text(
         "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late\n"
-        f"pending,{ASSIGNMENT},8,8,ok,,2,2,\nhalf,{ASSIGNMENT},4,8,ok,,2,2,\n"
-        f"graded,{ASSIGNMENT},9,8,ok,,2,0,\n", encoding="utf-8")
+        f"pending,{ASSIGNMENT},8,8,ok,,2,2,\nhalf,{ASSIGNMENT},4,8,ok,,2,2,\nodd,{ASSIGNMENT},5.75,8,ok,,2,2,\n"
+        f"graded,{ASSIGNMENT},9,8,ok,,2,0,\nlate,{ASSIGNMENT},8,8,ok,,2,2,yes\n", encoding="utf-8")
     for fmt in ("canvas", "moodle", "csv"):
-        lms.export(results / "grades.csv", fmt, tmp_path / f"{fmt}.csv")
+        lms.export(results / "grades.csv", fmt, tmp_path / f"{fmt}.csv", late_penalty=10)
     with (tmp_path / "canvas.csv").open(encoding="utf-8-sig") as f:
         table = list(csv.reader(f))
-    assert table[1][5] == "10" and {r[1]: r[5] for r in table[2:]} == {"pending": "10", "half": "5", "graded": "9"}
+    assert table[1][5] == "10" and {r[1]: r[5] for r in table[2:]} == {
+        "pending": "8", "half": "4", "odd": "5.75", "graded": "9", "late": "7"}  # late: 10 % of the whole 10
     moodle = {r["Identifier"]: r for r in _read(tmp_path / "moodle.csv")}
-    assert (moodle["Participant pending"]["Grade"], moodle["Participant pending"]["Maximum Grade"]) == ("10", "10")
-    assert moodle["Participant pending"]["Feedback comments"].startswith("written answer: pending (2 points): 8 of 8")
+    assert (moodle["Participant pending"]["Grade"], moodle["Participant pending"]["Maximum Grade"]) == ("8", "10")
+    assert _comment(moodle["Participant pending"]["Feedback comments"]) == (
+        "written answer: pending (2 points): 8 of 8 counted, 8 of 10 in the LMS until it is graded")
     plain = {r["student_id"]: r for r in _read(tmp_path / "csv.csv")}
     assert [(plain[s]["score"], plain[s]["max_score"]) for s in ("pending", "half", "graded")] == [
         ("8", "8"), ("4", "8"), ("9", "10")]
+
+
+def test_the_score_rule_is_one_function():
+    """course_score: what every sheet, the class report and the service's distribution use."""
+    pending = lms.course_score(8, 8, written_points=2, pending=2)
+    assert (pending.points, pending.maximum, pending.whole, pending.share) == (8, 8, 10, 1.0)
+    released = lms.course_score(8, 8, written_points=2)  # an answer left as released: nbgrader's 0 counts
+    assert (released.maximum, released.share) == (10, 0.8)
+    assert lms.course_score(0, 0).share == 0.0
+    notebooks = [{"score": 3, "max_score": 4, "written_points": 2, "to_grade_by_hand": 0,
+                  "tests": [{"manual": True, "points": 1.5}, {"manual": False, "points": 3}]},
+                 {"score": 2, "max_score": 4, "written_points": 1, "to_grade_by_hand": 1,
+                  "tests": [{"manual": True, "points": None}]}]
+    assert lms.notebooks_score(notebooks) == lms.Score(6.5, 10, 1)
 
 
 # --------------------------------------------------------------------------
@@ -684,3 +708,184 @@ def test_collect_with_the_wrong_lms_says_which_the_download_looks_like(tmp_path)
     run = _cli("collect", canvas_download(tmp_path), "--lms", "moodle", "--assignment", ASSIGNMENT, "--out",
                tmp_path / "S2", cwd=REPO)
     assert run.returncode == 1 and "--lms canvas" in run.stderr
+
+
+# --------------------------------------------------------------------------
+# issue 61: no output replaces an input, one LMS id is one student, safe names, HTML comments
+
+
+def _results_with_pages(tmp: Path, students: dict[str, str]) -> Path:
+    """A RESULTS folder (grades.csv, results.json and a feedback page per student) without grading:
+    student id -> the reason in grades.csv."""
+    results = tmp / "RESULTS"
+    results.mkdir()
+    (results / "grades.csv").write_text(
+        "student_id,assignment,score,max_score,status,reason,written_points,to_grade_by_hand,late\n" + "".join(
+            f"{sid},{ASSIGNMENT},5,10,ok,\"{reason}\",2,0,\n" for sid, reason in students.items()), encoding="utf-8")
+    (results / "results.json").write_text("[]")
+    for sid in students:
+        page = results / "feedback" / sid / ASSIGNMENT / f"{NB}.html"
+        page.parent.mkdir(parents=True)
+        page.write_text(f"<p>the page of {sid}</p>")
+    return results
+
+
+def test_export_never_writes_over_what_it_reads(tmp_path, monkeypatch, capsys):
+    from autograder import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "prepare_process", lambda: None)  # in this process: leave PyTorch's threads alone
+
+    def export(*args):  # the command in this process (a second each as a program); the last case runs it as one
+        status = cli.main(["export", str(results), "--format", "moodle", "--roster", str(roster), *map(str, args)])
+        return subprocess.CompletedProcess(args, status, *capsys.readouterr())
+
+    results = _results_with_pages(tmp_path, {"s1": ""})
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,lms_id,name\ns1,1201,Ann Lee\n", encoding="utf-8")
+    (tmp_path / "link.csv").symlink_to(results / "grades.csv")
+    os.link(results / "results.json", tmp_path / "hard.json")
+    before = {**tree_digest(results), "roster": roster.read_bytes()}
+    cases = [  # the output's options -> the input named in the refusal
+        (["--out", results / "grades.csv"], "grades.csv"),
+        (["--out", "RESULTS/../RESULTS/results.json"], "results.json"),  # relative, with ..
+        (["--out", "link.csv"], "grades.csv"),  # a link to grades.csv
+        (["--out", "hard.json"], "results.json"),  # a second name of results.json
+        (["--out", roster], "roster.csv"),
+        (["--out", results / "feedback" / "s1" / "new.csv"], "feedback"),  # inside a folder it reads
+        (["--out", "out.csv", "--feedback-zip", results / "results.json"], "results.json"),
+        (["--out", "same.csv", "--feedback-zip", "same.csv"], "the same file as --out"),
+    ]
+    for outputs, named in cases:
+        run = export(*outputs) if outputs != cases[-1][0] else _cli(
+            "export", results, "--format", "moodle", "--roster", roster, *outputs, cwd=tmp_path)
+        assert run.returncode == 2 and named in run.stderr and "nothing was written" in run.stderr, (outputs, run.stderr)
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+        assert {**tree_digest(results), "roster": roster.read_bytes()} == before, outputs
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "same.csv").exists()
+    run = export("--out", results / "moodle.csv")  # an output beside them is fine
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_roster_that_repeats_an_lms_id_is_refused_and_names_both_rows(tmp_path):
+    results = _results_with_pages(tmp_path, {"s1": "", "s2": "", "s3": ""})
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,lms_id,name\ns1,1201,Ann Lee\ns2,1202,Bo Chen\ns3,1201,Cy Diaz\n", encoding="utf-8")
+    with pytest.raises(lms.LmsError, match=r"rows 2 \(Ann Lee\) and 4 \(Cy Diaz\) have the same LMS id '1201'"):
+        lms.read_roster(roster)
+    run = _cli("export", results, "--format", "moodle", "--roster", roster, "--out", tmp_path / "m.csv",
+               "--feedback-zip", tmp_path / "m.zip", cwd=tmp_path)
+    assert run.returncode == 2 and "Ann Lee" in run.stderr and "Cy Diaz" in run.stderr, run.stderr
+    assert not (tmp_path / "m.csv").exists() and not (tmp_path / "m.zip").exists()
+    canvas = tmp_path / "canvas.csv"  # Canvas's own export, one ID twice
+    canvas.write_text("Student,ID,SIS User ID,SIS Login ID,Section\n\"Lee, Ann\",1201,,,\n\"Lee, Ann\",1201,,,\n")
+    with pytest.raises(lms.LmsError, match="the same student id '1201'"):
+        lms.read_roster(canvas)
+    # a roster made another way (the service's people): both left out of the sheet and the zip, named
+    people = [lms.Student("s1", "1201", "Ann Lee"), lms.Student("s2", "1202", "Bo Chen"), lms.Student("s3", "1201", "Cy Diaz")]
+    _, rows, left_out = lms.export(results / "grades.csv", "moodle", tmp_path / "m.csv", roster=people)
+    assert [r.student.student_id for r in rows] == ["s2"]
+    assert sorted(left_out) == ["s1 (Ann Lee) shares the LMS id 1201 with s3: neither gets a grade or feedback",
+                                "s3 (Cy Diaz) shares the LMS id 1201 with s1: neither gets a grade or feedback"]
+    assert [r["Identifier"] for r in _read(tmp_path / "m.csv")] == ["Participant 1202"]
+    upload = lms.feedback_upload(results, "moodle", rows, ASSIGNMENT)
+    assert list(upload.members.values()) == [results / "feedback" / "s2" / ASSIGNMENT / f"{NB}.html"]
+
+
+HOSTILE_FILE_NAMES = {  # participant id -> a name as a download or a roster may give it
+    "3401": "Ann\nLee",  # a line break
+    "3402": "Bo \u202egnp.exe Chen",  # a right-to-left override
+    "3403": "Ç" * 300,  # 600 bytes of UTF-8
+    "3404": "../../..",  # a path that climbs
+    "3405": "C:\\Windows\\evil\tname\x00\u200b",  # a drive, backslashes, a tab, a NUL, a zero-width space
+    "3406": "12345",  # a number where Canvas reads the user id
+}
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\u200b\u202a-\u202e\u2066-\u2069\\\\]")
+
+
+def _assert_safe(names: list[str]) -> None:
+    for name in names:
+        assert not _UNSAFE.search(name), repr(name)
+        for part in name.split("/"):
+            assert part not in ("", ".", "..") and len(part.encode("utf-8")) <= 255, repr(name)
+
+
+def test_feedback_zip_names_from_hostile_downloads_and_rosters_are_safe(tmp_path):
+    results = _results_with_pages(tmp_path, {sid: "" for sid in HOSTILE_FILE_NAMES})
+    roster = tmp_path / "worksheet.csv"
+    with roster.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Identifier", "Full name", "Email address"])
+        for sid, name in HOSTILE_FILE_NAMES.items():
+            writer.writerow([f"Participant {sid}", name, ""])
+    run = _cli("export", results, "--format", "moodle", "--roster", roster, "--out", tmp_path / "m.csv",
+               "--feedback-zip", tmp_path / "moodle.zip", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    with zipfile.ZipFile(tmp_path / "moodle.zip") as z:
+        _assert_safe(z.namelist())
+        assert moodle_reads(tmp_path / "moodle.zip", set(HOSTILE_FILE_NAMES)) == {
+            sid: [f"{NB}-feedback.html"] for sid in HOSTILE_FILE_NAMES}  # each participant still gets their page
+        for name in z.namelist():
+            assert z.read(name) == _page(results, name.split("/")[0].split("_")[1])
+    # Canvas: the names come from the download, through collect's report
+    collected = tmp_path / "SUBMISSIONS"
+    collected.mkdir()
+    downloaded = {sid: f"{name}_{sid}_{int(sid) + 50000}_{NB}.ipynb" for sid, name in HOSTILE_FILE_NAMES.items()}
+    lms.write_csv(collected / f"collect-{ASSIGNMENT}.csv", ["file", "status", "student_id", "name", "late", "target", "reason"],
+                  [[file, "placed", sid, "", "", f"{sid}/{ASSIGNMENT}/{NB}.ipynb", ""] for sid, file in downloaded.items()])
+    run = _cli("export", results, "--format", "canvas", "--out", tmp_path / "c.csv", "--feedback-zip",
+               tmp_path / "canvas.zip", "--collected", collected, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "what each student receives from Canvas" in run.stdout and "qkv.ipynb" in run.stdout
+    with zipfile.ZipFile(tmp_path / "canvas.zip") as z:
+        _assert_safe(z.namelist())
+        assert all(name.endswith(f"_{NB}-feedback.html") for name in z.namelist())
+    given = canvas_reads(tmp_path / "canvas.zip", {sid: {str(int(sid) + 50000)} for sid in HOSTILE_FILE_NAMES})
+    assert sorted(given) == sorted(HOSTILE_FILE_NAMES)  # the ids survive: Canvas finds each student's file
+
+
+def test_moodle_comments_are_escaped_html_lines(tmp_path):
+    """Moodle stores feedback comments as HTML: what a student wrote (a file name in the reason, the
+    exception their code raised) is text there, never markup."""
+    hostile = "<img src=x onerror=alert(1)>.ipynb: superseded by a later file"
+    results = _results_with_pages(tmp_path, {"3501": hostile.replace('"', '""')})
+    (results / "results.json").write_text(json.dumps([{
+        "student_id": "3501", "assignment": ASSIGNMENT, "notebook": NB, "status": "ok", "score": 5, "max_score": 10,
+        "tests": [{"grade_id": "test_<b>", "points": 0, "max_points": 2, "passed": False,
+                   "message": "✗ f: 1 of 1 cases fail\ncase 1: x\n    raised ValueError: <script>"}]}]))
+    lms.export(results / "grades.csv", "moodle", tmp_path / "m.csv")
+    cell = _read(tmp_path / "m.csv")[0]["Feedback comments"]
+    assert "<img" not in cell and "<b>" not in cell and "&lt;img src=x onerror=alert(1)&gt;" in cell
+    assert _comment(cell).splitlines() == [hostile, "test_<b>: 0 / 2 (raised ValueError)"]
+
+
+def test_a_read_only_gradebook_that_must_change_is_one_line_and_exit_2(tmp_path):
+    """export-gradebook writing a new student into a gradebook it may only read: one line, nothing
+    written (nbgrader wraps the database's refusal in its own InvalidEntry)."""
+    from nbgrader.api import Gradebook
+
+    results, course = tmp_path / "RESULTS", tmp_path / "course"
+    results.mkdir()
+    course.mkdir()
+    source = nbformat.read(REPO / "solutions" / ASSIGNMENT / f"{NB}.ipynb", as_version=4)
+    graded = [c.metadata["nbgrader"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")
+              and c.cell_type == "code"]
+
+    def class_of(*students):
+        (results / "results.json").write_text(json.dumps([dict(
+            student_id=s, assignment=ASSIGNMENT, notebook=NB, status="ok", reason="", score=1.0, max_score=11.0,
+            tests=[dict(grade_id=c["grade_id"], points=0.0, max_points=c["points"], passed=False, message="")
+                   for c in graded]) for s in students]))
+
+    class_of("s1")
+    db = course / "gradebook.db"
+    assert _cli("export-gradebook", results, "--gradebook", db, cwd=tmp_path).returncode == 0
+    before = db.read_bytes()
+    class_of("s1", "s2")  # s2 is new: the gradebook must change
+    run = _cli("export-gradebook", results, "--gradebook", f"sqlite:///file:{db}?mode=ro&uri=true",
+               "--course-dir", tmp_path / "other-course", cwd=tmp_path)
+    assert run.returncode == 2 and "readonly" in run.stderr and "nothing was recorded" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert db.read_bytes() == before and not (tmp_path / "other-course" / "autograded").exists()
+    with Gradebook(f"sqlite:///{db}", "") as gb:
+        assert [s.id for s in gb.students] == ["s1"]

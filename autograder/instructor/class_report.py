@@ -1,7 +1,8 @@
 """The class's mistakes at a glance: ``python -m autograder report RESULTS``.
 
 From a results folder's results.json (or the service's graded submissions), per assignment:
-the distribution of the autograded scores, each graded name's failure rate (the share of
+the distribution of the scores (each student's share of their own maximum, by the course's
+score rule: lms.course_score), each graded name's failure rate (the share of
 graded students with a failing test of that function or class), the mistakes the checks
 diagnosed ranked by how many students made them (the hint, and the inputs of one case it was
 given for), and the exceptions students' code raised, by type. One HTML page (matplotlib's
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.errors import InputError
-from autograder.instructor.lms import NOT_GRADED, write_csv  # NOT_GRADED: no test ran
+from autograder.instructor.lms import (NOT_GRADED, Score, grading_record, notebooks_score, refuse_overwriting,
+                                      write_csv)
 from autograder.instructor.pages import render
 from autograder.instructor.verdicts import read_verdict
 from autograder.report import NAMES_AS_ON_DISK
@@ -58,8 +60,7 @@ class GradedName:
 @dataclass
 class AssignmentReport:
     assignment: str
-    max_score: float = 0.0
-    scores: dict[str, float] = field(default_factory=dict)  # graded student -> autograded score
+    scores: dict[str, Score] = field(default_factory=dict)  # graded student -> their score (lms.course_score)
     statuses: Counter = field(default_factory=Counter)  # every student's status
     names: dict[str, GradedName] = field(default_factory=dict)
     mistakes: dict[tuple[str, str], Finding] = field(default_factory=dict)
@@ -119,10 +120,9 @@ def class_reports(results: list[dict]) -> list[AssignmentReport]:
 def _add_student(report: AssignmentReport, student: str, notebooks: list[dict]) -> None:
     statuses = [nb["status"] for nb in notebooks]
     report.statuses[str(worst_status(statuses))] += 1
-    report.max_score = max(report.max_score, sum(nb["max_score"] for nb in notebooks))
     if all(s in NOT_GRADED for s in statuses):
         return
-    report.scores[student] = sum(nb["score"] for nb in notebooks)
+    report.scores[student] = notebooks_score(notebooks)
     for test in (t for nb in notebooks for t in nb.get("tests", []) if not t.get("manual")):
         verdict = read_verdict(test.get("message", ""), test["grade_id"])
         name = report.names.setdefault(verdict.name, GradedName(verdict.name))
@@ -142,12 +142,13 @@ def _add_student(report: AssignmentReport, student: str, notebooks: list[dict]) 
 
 
 def score_counts(report: AssignmentReport) -> list[tuple[float, float, int]]:
-    """(low, high, students) for SCORE_BINS equal bins of the maximum (the last includes it)."""
-    top = report.max_score or 1.0
+    """(low, high, students) for SCORE_BINS equal bins of percent (the last includes 100): each
+    student's points as a share of their own maximum (two students' maxima differ while one's
+    written answer awaits a person)."""
     counts = [0] * SCORE_BINS
     for score in report.scores.values():
-        counts[min(SCORE_BINS - 1, int(SCORE_BINS * score / top))] += 1
-    return [(top * i / SCORE_BINS, top * (i + 1) / SCORE_BINS, n) for i, n in enumerate(counts)]
+        counts[min(SCORE_BINS - 1, int(SCORE_BINS * score.share))] += 1
+    return [(100 * i / SCORE_BINS, 100 * (i + 1) / SCORE_BINS, n) for i, n in enumerate(counts)]
 
 
 @dataclass
@@ -171,16 +172,16 @@ def score_figure(report: AssignmentReport) -> Figure:
     figure, axes = plt.subplots(figsize=(6, 2.6))
     try:
         axes.bar([f"{low:g}–{high:g}" for low, high, _ in bins], [n for _, _, n in bins], color="#4c72b0")
-        axes.set_xlabel(f"autograded score (of {report.max_score:g})")
+        axes.set_xlabel("score (% of the student's own maximum)")
         axes.set_ylabel("students")
         axes.tick_params(axis="x", labelrotation=45, labelsize=7)
         axes.yaxis.get_major_locator().set_params(integer=True)
         png = _png(figure)
     finally:
         plt.close(figure)
-    described = ", ".join(f"{n} from {low:g} to {high:g}" for low, high, n in bins if n)
-    return Figure(png, f"Bar chart of the autograded scores of {report.graded} graded students of "
-                       f"{report.assignment}, out of {report.max_score:g}: {described or 'none'}.")
+    described = ", ".join(f"{n} from {low:g} to {high:g} %" for low, high, n in bins if n)
+    return Figure(png, f"Bar chart of the scores of {report.graded} graded students of {report.assignment}, "
+                       f"each in percent of the student's own maximum: {described or 'none'}.")
 
 
 def failure_figure(report: AssignmentReport) -> Figure | None:
@@ -212,7 +213,7 @@ def render_page(reports: list[AssignmentReport], source: str) -> str:
 def csv_rows(report: AssignmentReport) -> list[list]:
     """The page's numbers as rows: section, graded name, what, students, of (graded), share, example."""
     graded = report.graded
-    rows = [["score", "", f"{low:g} to {high:g}", n, graded, _share(n, graded), ""] for low, high, n in score_counts(report)]
+    rows = [["score", "", f"{low:g} to {high:g} %", n, graded, _share(n, graded), ""] for low, high, n in score_counts(report)]
     rows += [["status", "", status, n, sum(report.statuses.values()), "", ""] for status, n in sorted(report.statuses.items())]
     rows += [["failure rate", n.name, "failed a test", len(n.failed), graded, _share(len(n.failed), graded), ""]
              for n, _ in report.failure_rates()]
@@ -235,13 +236,14 @@ def write_report(results: Path, out: Path) -> list[Path]:
     reports = class_reports(read_results(results))
     if not reports:
         raise InputError(f"{results / 'results.json'} holds no graded notebook")
+    tables = {f"the CSV of {r.assignment}": out.with_name(f"{out.stem}-{r.assignment}.csv") for r in reports}
+    refuse_overwriting({"--out": out, **tables}, grading_record(results))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(render_page(reports, str(results)), encoding="utf-8", errors=NAMES_AS_ON_DISK)
     tmp.replace(out)
     written = [out]
-    for report in reports:
-        path = out.with_name(f"{out.stem}-{report.assignment}.csv")
+    for report, path in zip(reports, tables.values()):
         write_csv(path, CSV_HEADER, csv_rows(report))
         written.append(path)
     return written

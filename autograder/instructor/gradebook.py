@@ -25,7 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from sqlalchemy.exc import SQLAlchemyError
 from traitlets.config import Config
 
@@ -97,6 +97,8 @@ def write_gradebook(results_dir: Path, db_url: str, source_dir: Path, course_id:
     unknown = sorted(set(assignments) - set(find_assignments(source_dir)))
     if unknown:
         raise CourseError(f"no source notebooks for {', '.join(unknown)} in {source_dir}")
+    if course_dir is not None:  # before the gradebook: a course folder that cannot take the notebooks stops it first
+        _writable(course_dir)
     with _gradebook_errors(db_url):
         record_assignments(db_url, source_dir, assignments, course_id)
         recorded = _record(results, db_url, course_id, roster)
@@ -172,8 +174,20 @@ def _gradebook_errors(db_url: str):
     logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     try:
         yield
-    except SQLAlchemyError as err:
-        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}") from err
+    # nbgrader's Gradebook raises its InvalidEntry for a database error on writing (a read-only file)
+    except (SQLAlchemyError, InvalidEntry) as err:
+        raise CourseError(f"cannot write the nbgrader gradebook {db_url}: {str(err).splitlines()[0]}; "
+                          "nothing was recorded") from err
+
+
+def _writable(course_dir: Path) -> None:
+    """A course folder formgrader's notebooks can be copied into, or CourseError (one line)."""
+    try:
+        course_dir.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=course_dir).close()
+    except OSError as err:
+        raise CourseError(f"cannot write into the course folder {course_dir} ({err.strerror or err}): "
+                          "nothing was recorded") from err
 
 
 def _record(results: list[dict], db_url: str, course_id: str, roster: list[Student] | None) -> int:

@@ -20,24 +20,27 @@ Moodle (offline grading worksheet, with each test's score and each failing test'
 feedback comments) or a plain CSV, one row per student. Written answers are graded by hand in
 nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
 autograded points and the hand-given ones); without it, the autograder's points, and every
-student whose written answers were not graded yet is named. The score rule (``Row``): an answer
-not graded yet is in neither the points nor the maximum; an LMS, whose maximum is the whole
-assignment, gets the same share of it. ``export --feedback-zip`` also writes each student's
-feedback page into the LMS's bulk upload of feedback files (``feedback_upload``), named as the
-LMS reads them back (``Lms.feedback_name``).
+student whose written answers were not graded yet is named. The score rule (``course_score``,
+used by every sheet, the class report and the service): an answer not graded yet is in neither
+the points nor the maximum; an LMS, whose maximum is the whole assignment, gets the points as
+they are (never scaled up). ``export --feedback-zip`` also writes each student's feedback page
+into the LMS's bulk upload of feedback files (``feedback_upload``), named as the LMS reads them
+back (``Lms.feedback_name``), each name made safe (``_name_part``).
 """
 from __future__ import annotations
 
 import codecs
 import csv
+import html
 import io
 import json
 import os
 import re
 import unicodedata
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from math import fsum
 from pathlib import Path, PurePosixPath
 
 from autograder.errors import InputError
@@ -118,8 +121,8 @@ def read_roster(path: Path) -> list[Student]:
     comes: Canvas's gradebook export (``Student``, ``ID``, ...) or Moodle's grading worksheet
     (``Identifier``, ``Full name``, ...), where the LMS id is the student id."""
     rows = read_csv(path, "the roster ", spreadsheet=True)
-    students = []
-    for row in rows:
+    students, lines = [], []
+    for line, row in enumerate(rows, 2):  # the row's number in the file, the header's being 1
         if "student_id" in row:
             student = Student(**{k: row.get(k, "") for k in Student.__dataclass_fields__})
             student.lms_id = student.lms_id or student.student_id
@@ -134,7 +137,27 @@ def read_roster(path: Path) -> list[Student]:
                                    f"export or Moodle's grading worksheet); found {', '.join(row)}")
         if student.student_id:
             students.append(student)
+            lines.append(line)
+    _refuse_shared_ids(path, students, lines)
     return students
+
+
+_ID_NAMES = {"student_id": "student id", "lms_id": "LMS id"}
+
+
+def _refuse_shared_ids(path: Path, students: list[Student], lines: list[int]) -> None:
+    """A roster that gives two rows one student id or one LMS id would give one student the
+    other's files, grade and feedback: refused, both rows named (``lines``: each student's line)."""
+    for what in ("student_id", "lms_id"):
+        first: dict[str, tuple[int, Student]] = {}
+        for line, student in zip(lines, students):
+            key = getattr(student, what)
+            if key in first:
+                earlier_line, earlier = first[key]
+                raise LmsError(f"{path}: rows {earlier_line} ({earlier.name or earlier.student_id}) and {line} "
+                               f"({student.name or student.student_id}) have the same {_ID_NAMES[what]} {key!r}: "
+                               "a roster names each student once (fix it; nothing was written)")
+            first[key] = (line, student)
 
 
 # --------------------------------------------------------------------------
@@ -406,34 +429,74 @@ def write_collect_report(out: Path, assignment: str, report: list[Placement], ro
 # export
 
 NOT_GRADED = ("missing", "invalid")  # no grade at all in the LMS, with the reason beside it
+PENDING = "written answer: pending"  # the score rule's words, on every page and sheet
+
+
+@dataclass(frozen=True)
+class Score:
+    """A student's score under the course's rule (README, "The score rule"), made by
+    ``course_score``: a written answer that awaits a person is in neither ``points`` nor
+    ``maximum`` (its points are ``pending``); once it has a score it counts in both. An LMS keeps
+    one maximum per assignment, the ``whole`` (autograded and written points), and gets the
+    points as they are, never scaled up while answers are pending: 8 of 8 with 2 points pending
+    is 8 of 10 there until a person grades the answer."""
+
+    points: float
+    maximum: float
+    pending: float = 0.0
+
+    @property
+    def whole(self) -> float:
+        return self.maximum + self.pending
+
+    @property
+    def share(self) -> float:
+        """The points as a share of this student's own maximum (0 where nothing counts yet)."""
+        return self.points / self.maximum if self.maximum else 0.0
+
+
+def course_score(points: float, autograded_maximum: float, written_points: float = 0.0, pending: float = 0.0) -> Score:
+    """The score rule, the one place it is computed. ``points``: the autograded points and the
+    points of the written answers that have a score (a person's, or nbgrader's 0 for an answer
+    left as released); ``written_points``: every written answer's points, of which ``pending``
+    await a person."""
+    return Score(points, fsum([autograded_maximum, written_points, -pending]), pending)
+
+
+def notebooks_score(results: list[dict]) -> Score:
+    """One student's score from results.json's entries of their notebooks of one assignment."""
+    scored = [t["points"] for r in results for t in r.get("tests", []) if t.get("manual") and t["points"] is not None]
+    return course_score(fsum([*(r["score"] for r in results), *scored]), fsum(r["max_score"] for r in results),
+                        fsum(r.get("written_points", 0.0) for r in results),
+                        fsum(r.get("to_grade_by_hand", 0.0) for r in results))
 
 
 @dataclass
 class Row:
-    """One student's grade. The course's score rule: written answers no person has graded yet
-    are left out of both the points and the maximum (``score`` of ``max_score``), and named as
-    pending; once graded by hand they count in both. An LMS holds one maximum per assignment,
-    the whole (``whole``: autograded and written points), so it gets the same share of that
-    (``lms_score``): 8 of 8 autograded with 2 written points pending is 10 of 10, not 8 of 10."""
+    """One student's line in a grade sheet: ``grade`` where graded (``course_score``), None where
+    not (missing, invalid: a blank cell in the LMS, never a 0)."""
 
     student: Student
-    score: str        # "" when not graded: the points counted (autograded, and written answers graded by hand)
-    max_score: str    # what score is out of: the whole, less the written answers not graded yet
+    grade: Score | None
     status: str
     reason: str
-    to_grade_by_hand: float = 0.0  # written answers' points not graded yet (in neither score nor max_score)
     late: bool = False  # the LMS marked it late (collect's report)
-    whole: str = ""   # the assignment's maximum: autograded and written points
+    whole: float = 0.0  # the assignment's maximum, the LMS's: autograded and written points
     comment: str = ""  # the score per test, each failing test with its hint (results.json)
 
     @property
-    def lms_score(self) -> str:
-        """The grade out of ``whole``: score itself, or its share of max_score scaled to the whole
-        while written answers are pending ("" where nothing is counted yet)."""
-        if not self.score or not self.to_grade_by_hand:
-            return self.score
-        counted = _number(self.max_score)
-        return _shown(round(_number(self.score) * _number(self.whole) / counted, 2)) if counted else ""
+    def score(self) -> str:
+        """The points counted ("" where not graded): what every LMS gets, out of ``whole``."""
+        return "" if self.grade is None else _shown(self.grade.points)
+
+    @property
+    def max_score(self) -> str:
+        """What the points are counted out of: the whole, less the written answers not graded yet."""
+        return _shown(self.whole if self.grade is None else self.grade.maximum)
+
+    @property
+    def to_grade_by_hand(self) -> float:
+        return 0.0 if self.grade is None else self.grade.pending
 
     @property
     def note(self) -> str:
@@ -441,13 +504,10 @@ class Row:
         if self.status in NOT_GRADED:
             return f"Not graded: {self.status}" + (f" ({self.reason})" if self.reason else "")
         pending = (f"{PENDING} ({_shown(self.to_grade_by_hand)} points): {self.score} of {self.max_score} counted, "
-                   f"{self.lms_score or 'no grade'} of {self.whole} in the LMS" if self.to_grade_by_hand else "")
+                   f"{self.score} of {_shown(self.whole)} in the LMS until it is graded" if self.to_grade_by_hand else "")
         if self.status != "ok":
             return "; ".join(filter(None, [f"Graded with status {self.status}: {self.reason}".rstrip(": "), pending]))
         return "; ".join(filter(None, [self.reason, pending]))
-
-
-PENDING = "written answer: pending"  # the score rule's words, on every page and sheet
 
 
 def _number(text: str | float | None) -> float:
@@ -480,10 +540,11 @@ def _final_scores(db_url: str, assignment: str, course_id: str = "") -> dict[str
 
 def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] | None, gradebook: str | None = None
                ) -> tuple[str, list[Row], list[str]]:
-    """(assignment, one Row per student, graded student ids left out). Without a roster: the
+    """(assignment, one Row per student, the students left out and why). Without a roster: the
     graded students. With one: its students, each graded or missing; graded students not on it
-    (another section or LMS) are left out, since the LMS would not know them. With ``gradebook``
-    (an nbgrader database URL), graded students get their final score there."""
+    (another section or LMS) are left out, since the LMS would not know them, and so are students
+    who share an LMS id with another (the LMS would give both one grade and one feedback). With
+    ``gradebook`` (an nbgrader database URL), graded students get their final score there."""
     rows = read_csv(grades_csv)
     assignments = sorted({r["assignment"] for r in rows})
     if assignment is None:
@@ -496,31 +557,46 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     rows = [r for r in rows if r["assignment"] == assignment]
     final = _final_scores(gradebook, assignment) if gradebook else {}
     # written_points: graded by hand, outside max_score (absent from grades.csv of older versions)
-    whole = _number(rows[0]["max_score"]) + _number(rows[0].get("written_points"))
+    whole = max(_number(r["max_score"]) + _number(r.get("written_points")) for r in rows)
     known = {s.student_id: s for s in roster or []}
+    shared = _sharing_an_lms_id(roster or [])
     out, left_out = [], []
     for r in rows:
         student = known.pop(r["student_id"], None)
         if student is None and roster is not None:
-            left_out.append(r["student_id"])
+            left_out.append(f"{r['student_id']} was graded but is not on the roster")
             continue
         student = student or Student(r["student_id"], r["student_id"], r["student_id"])
-        score, pending = r["score"], _number(r.get("to_grade_by_hand"))
-        if r["student_id"] in final and r["status"] not in NOT_GRADED:
-            score, pending = _shown(final[r["student_id"]][0]), final[r["student_id"]][1]
-        out.append(Row(student, "" if r["status"] in NOT_GRADED else score, _shown(whole - pending), r["status"],
-                       r["reason"], pending, r.get("late") == "yes", _shown(whole)))
-    for student in known.values():  # on the roster, absent from every submission
-        out.append(Row(student, "", _shown(whole), "missing", "nothing was submitted", whole=_shown(whole)))
+        grade = None
+        if r["status"] not in NOT_GRADED:
+            points, pending = final.get(r["student_id"], (_number(r["score"]), _number(r.get("to_grade_by_hand"))))
+            grade = course_score(points, _number(r["max_score"]), _number(r.get("written_points")), pending)
+        out.append(Row(student, grade, r["status"], r["reason"], r.get("late") == "yes", whole))
+    out += [Row(student, None, "missing", "nothing was submitted", whole=whole)  # on the roster, absent from every submission
+            for student in known.values()]
+    left_out += [shared[row.student.student_id] for row in out if row.student.student_id in shared]
+    out = [row for row in out if row.student.student_id not in shared]
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
 
 
+def _sharing_an_lms_id(roster: list[Student]) -> dict[str, str]:
+    """student id -> why they are left out, for the students of a roster who share an LMS id with
+    another (a roster read from a file never has them: read_roster refuses it; the service's may)."""
+    by_lms: dict[str, list[Student]] = {}
+    for student in roster:
+        by_lms.setdefault(student.lms_id, []).append(student)
+    return {s.student_id: f"{s.student_id} ({s.name}) shares the LMS id {lms_id} with "
+                          f"{', '.join(o.student_id for o in group if o is not s)}: neither gets a grade or feedback"
+            for lms_id, group in by_lms.items() if len(group) > 1 for s in group}
+
+
 def penalise_late(rows: list[Row], percent: float) -> None:
-    """Take ``percent`` of the maximum off each late student's grade (never below 0), and say so."""
+    """Take ``percent`` of the assignment's maximum (the whole, as the LMS knows it) off each late
+    student's points (never below 0), and say so."""
     for row in rows:
-        if row.late and row.score:
-            penalty = _number(row.max_score) * percent / 100
-            row.score = _shown(round(max(0.0, _number(row.score) - penalty), 2))
+        if row.late and row.grade is not None:
+            penalty = row.whole * percent / 100
+            row.grade = replace(row.grade, points=round(max(0.0, row.grade.points - penalty), 2))
             row.reason = "; ".join(filter(None, [row.reason, f"late: {_shown(round(penalty, 2))} points off "
                                                              f"(--late-penalty {_shown(percent)}%)"]))
 
@@ -529,9 +605,9 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
            roster: list[Student] | None = None, column: str | None = None,
            gradebook: str | None = None, late_penalty: float = 0.0) -> tuple[str, list[Row], list[str]]:
     """Write ``out`` in the LMS's import format; returns the assignment, the rows written and the
-    graded students left out (not on the roster). ``gradebook``: an nbgrader database URL to take the final
-    scores from (after grading by hand in formgrader). ``late_penalty``: the percent of the
-    maximum taken off a late submission (default none: late is reported, not penalised)."""
+    students left out, with why (not on the roster, an LMS id shared). ``gradebook``: an nbgrader
+    database URL to take the final scores from (after grading by hand in formgrader). ``late_penalty``:
+    the percent of the maximum taken off a late submission (default none: late is reported, not penalised)."""
     assignment, rows, left_out = grade_rows(grades_csv, assignment, roster, gradebook)
     if late_penalty:
         penalise_late(rows, late_penalty)
@@ -545,6 +621,38 @@ def export(grades_csv: Path, fmt: str, out: Path, assignment: str | None = None,
     header, lines = LMSS[fmt].sheet(rows, assignment, column)
     write_csv(out, header, lines)
     return assignment, rows, left_out
+
+
+def grading_record(results: Path) -> list[Path]:
+    """What ``grade`` wrote into RESULTS, the grading's record: no command's output may replace it."""
+    return [results / name for name in ("grades.csv", "results.json", "feedback", "autograded")]
+
+
+def refuse_overwriting(outputs: dict[str, Path | None], inputs: list[Path]) -> None:
+    """Stop before anything is written (LmsError: one line, exit status 2) where an output (how
+    it is named, e.g. "--out", -> its path; None: not asked for) is a file the command reads, lies
+    inside a folder it reads, or is another output. Paths are compared resolved (links, "..", a
+    relative path) and, where both exist, as files on disk (a hard link to an input is that input)."""
+    read = [(path, path.resolve()) for path in inputs]
+    written: dict[Path, str] = {}
+    for name, path in outputs.items():
+        if path is None:
+            continue
+        target = path.resolve()
+        for given, source in read:
+            if target == source or (source.is_dir() and target.is_relative_to(source)) or _same_file(target, source):
+                raise LmsError(f"{name} {path} would overwrite {given}, which this command reads: "
+                               "write it elsewhere (nothing was written)")
+        if target in written:
+            raise LmsError(f"{name} {path} is the same file as {written[target]}: name another (nothing was written)")
+        written[target] = f"{name} {path}"
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet)
+        return False
 
 
 # --------------------------------------------------------------------------
@@ -674,9 +782,9 @@ class Canvas(Lms):
         # ID (or SIS User ID / SIS Login ID) and the assignment by its column title, "Name (id)" as
         # in an export; a title it does not know becomes a new assignment. A blank cell is no grade.
         header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column or assignment]
-        lines = [["    Points Possible", "", "", "", "", rows[0].whole if rows else ""]]
+        lines = [["    Points Possible", "", "", "", "", _shown(rows[0].whole) if rows else ""]]
         lines += [[r.student.name, r.student.lms_id, r.student.sis_user_id, r.student.sis_login_id,
-                   r.student.section, r.lms_score] for r in rows]
+                   r.student.section, r.score] for r in rows]
         return header, lines
 
     def feedback_name(self, row, notebook, uploads):
@@ -688,8 +796,12 @@ class Canvas(Lms):
         if not match:
             raise NoUploadName(f"no {notebook}.ipynb of this student in Canvas's download (collect's report): "
                                "Canvas attaches feedback only to a file the student submitted")
-        late = match["late"] or ""
-        return f"{match['name']}_{late}{match['lms_id']}_{match['file_id']}_{notebook}-feedback.html"
+        # Canvas names the attachment after the student's own file (its display name, qkv.ipynb), whatever
+        # this name is; the content type comes from this name: an HTML page.
+        ids = f"_{match['late'] or ''}{match['lms_id']}_{match['file_id']}_"
+        page = _name_part(notebook, NOTEBOOK_BYTES, "notebook") + FEEDBACK_SUFFIX
+        name = _name_part(match["name"], NAME_BYTES - _bytes(ids + page), "student")
+        return (name if not name.isdigit() else "student") + ids + page  # a number first would read as the user id
 
 
 class Moodle(Lms):
@@ -706,8 +818,8 @@ class Moodle(Lms):
         header = ["Identifier", "Full name", "Email address", "Status", "Grade", "Maximum Grade",
                   "Grade can be changed", "Last modified (submission)", "Last modified (grade)", "Feedback comments"]
         lines = [[f"Participant {r.student.lms_id}", r.student.name, r.student.email,
-                  "No submission" if r.status == "missing" else "Submitted for grading", r.lms_score, r.whole,
-                  "Yes", "-", now, "\n".join(filter(None, [r.note, r.comment]))] for r in rows]
+                  "No submission" if r.status == "missing" else "Submitted for grading", r.score, _shown(r.whole),
+                  "Yes", "-", now, html_lines("\n".join(filter(None, [r.note, r.comment])))] for r in rows]
         return header, lines
 
     def feedback_name(self, row, notebook, uploads):
@@ -716,14 +828,41 @@ class Moodle(Lms):
         if not row.student.lms_id.isdigit():
             raise NoUploadName(f"no Moodle participant id (student id {row.student.student_id}): export with "
                                "--roster, Moodle's grading worksheet or collect's students.csv")
-        return f"{moodle_folder_name(row.student.name)}_{row.student.lms_id}_assignsubmission_file/{notebook}-feedback.html"
+        plugin = f"_{row.student.lms_id}_assignsubmission_file"
+        page = _name_part(notebook, NOTEBOOK_BYTES, "notebook") + FEEDBACK_SUFFIX
+        return f"{_name_part(row.student.name.replace('_', ' '), NAME_BYTES - _bytes(plugin), 'Participant')}{plugin}/{page}"
 
 
-def moodle_folder_name(name: str) -> str:
-    """A name as Moodle writes it in its download's folder names: "_" becomes a space (the
-    folder's parts are split at "_"), and clean_filename's characters and line breaks go."""
-    plain = re.sub(r'[\x00-\x1f\x7f/\\:*?"<>|]', "", name.replace("_", " ")).strip()
-    return plain or "Participant"
+FEEDBACK_SUFFIX = "-feedback.html"
+NAME_BYTES = 255  # the longest file name (one path component) most file systems and archivers take
+NOTEBOOK_BYTES = 120  # of it, at most this for a notebook's name, so that a student's name keeps room
+# Characters no file name in the zip keeps: path separators, those Windows refuses (as Moodle's
+# clean_filename), and the Unicode categories of control and format characters (line breaks, tabs,
+# right-to-left overrides, zero-width joiners), of unassigned code points and of line separators.
+_REFUSED_CHARACTERS = set('/\\:*?"<>|')
+_REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def _name_part(text: str, room: int, fallback: str) -> str:
+    """``text`` (a student's name as the download or the roster gives it, a notebook's) as part of
+    one file name in a zip: none of the refused characters, any space as a plain one, no dot
+    or space at either end (so never "." or ".."), at most ``room`` bytes of UTF-8 (whole characters,
+    cut at the end); ``fallback`` where nothing is left."""
+    spaced = "".join(" " if c.isspace() else c for c in unicodedata.normalize("NFC", text))  # a line break too
+    kept = "".join(c for c in spaced if c not in _REFUSED_CHARACTERS and unicodedata.category(c) not in _REFUSED_CATEGORIES)
+    cut = kept.encode("utf-8")[:max(0, room)].decode("utf-8", errors="ignore")
+    return " ".join(cut.split()).strip(" .") or fallback
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def html_lines(text: str) -> str:
+    """Plain text as HTML (Moodle stores feedback comments as HTML): each line escaped, so that
+    nothing a student wrote (a file name, a name, their code's exception) is markup, and a line
+    break after each."""
+    return "<br>\n".join(html.escape(line) for line in text.splitlines())
 
 
 class PlainCsv(Lms):

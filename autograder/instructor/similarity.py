@@ -129,10 +129,15 @@ def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXE
                detailed: int = 20) -> list[Pair]:
     """Compare the students of ``assignment`` in ``folder`` (RESULTS or SUBMISSIONS, a folder or
     a .zip); writes ``out`` (HTML) and ``out`` with .csv (every pair); returns the ranked pairs."""
-    from autograder.instructor.lms import write_csv
+    from autograder.instructor.lms import grading_record, refuse_overwriting, write_csv
 
     if assignment not in find_assignments(release_dir):
         raise InputError(f"unknown assignment {assignment}; known: {', '.join(find_assignments(release_dir))}")
+    pairs_csv = out.with_suffix(".csv")
+    # RESULTS: its record; SUBMISSIONS (never modified) or a zip: all of it
+    read = grading_record(folder) if (folder / "results.json").is_file() else [folder]
+    refuse_overwriting({"--out": out, "the list of pairs (--out with .csv)": pairs_csv},
+                       [*read, release_dir / assignment])
     with tempfile.TemporaryDirectory(prefix="autograder-similarity-") as tmp:
         root = unpack_zip(folder, Path(tmp)) if folder.is_file() else folder
         codes, unreadable = {}, []
@@ -149,7 +154,7 @@ def similarity(folder: Path, assignment: str, out: Path, release_dir: Path = EXE
     pairs = compare(codes, starter_code(release_dir, assignment))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html_report(assignment, pairs, len(codes), min(detailed, len(pairs))), encoding="utf-8")
-    write_csv(out.with_suffix(".csv"), ["rank", "student", "other_student", "of_student", "of_other", "matching_tokens"],
+    write_csv(pairs_csv, ["rank", "student", "other_student", "of_student", "of_other", "matching_tokens"],
               [[rank, display_name(p.first), display_name(p.second), f"{p.similarity[0]:.3f}", f"{p.similarity[1]:.3f}",
                 p.matched_tokens] for rank, p in enumerate(pairs, 1)])
     return pairs
