@@ -31,7 +31,7 @@ from attention_checks.probe import _OnMeta, probe_all
 from attention_checks.qkv import FORBIDDEN_SDPA, check_project_qkv, check_scaled_dot_product_attention
 from attention_checks.record import MIME, Outcome, _encode_outcome
 from autograder.grading.judge import Replay
-from classroom.notebook import SourceNotebook, tf32
+from classroom.notebook import SourceNotebook, check_report, tf32
 
 NB = SourceNotebook("03-qkv")
 CPU = torch.device("cpu")
@@ -1017,3 +1017,35 @@ def test_a_memory_bound_is_judged_on_the_memory_the_sandbox_measured():
     assert judge_memory(failed, "flash_attention", 32, 500 * MIB, AS_IS) == failed
     unmeasured = judge_memory(passed, "flash_attention", 32, None, AS_IS)
     assert unmeasured.score == 3 and "not measured here" in unmeasured.text
+
+
+# --------------------------------------------------------------------------
+# the contract's dtypes: integer outputs
+
+
+def _as_int32(value):
+    if isinstance(value, tuple):
+        return tuple(_as_int32(v) for v in value)
+    return value.int() if isinstance(value, torch.Tensor) and not value.is_floating_point() else value
+
+
+@pytest.mark.parametrize("assignment, name, what", [
+    ("08-decoder", "shift_right", "the inputs' dtype (int64)"),
+    ("08-decoder", "greedy_decode", "the inputs' dtype (int64)"),
+    ("10-positions-and-generation", "sample_next", "token ids of dtype int64"),
+    ("10-positions-and-generation", "beam_search", "token ids of dtype int64"),
+])
+def test_integer_outputs_of_another_dtype_lose_points_and_name_the_dtype(assignment, name, what):
+    """Issue 58, item 6: the right token ids as int32, where the contract says int64, fail every case
+    (sample_next's right structure is worth nothing when values are wrong, and its int32 tokens
+    earned full marks), with the expected dtype named."""
+    from attention_checks import registry
+
+    check = next(c for c in registry.load_all().values() if c.name == name)
+    notebook = SourceNotebook(assignment)
+    right = notebook.student()[name]
+    cases = [spec for gid, cell in notebook.tests.items() if f"{name}(" in cell.source
+             for spec in notebook.cases(gid)][:2]
+    assert check_report(check, right, cases, points=2)[0] == 2
+    score, text = check_report(check, lambda *a, **k: _as_int32(right(*a, **k)), cases, points=2)
+    assert 0 < score < 2 and "dtype int32, expected int64" in text and what in text, text

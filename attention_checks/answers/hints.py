@@ -263,12 +263,20 @@ def pattern_hints(name: str, got: Any, expected: Any, masks: Mapping[str, Any]) 
     return []
 
 
-def structure_hints(got: Mapping[str, Any], want: Mapping[str, torch.dtype], device: str) -> list[str]:
-    """Hints for outputs (name -> tensor of the right shape) of the wrong dtype (`want`) or device."""
+def structure_hints(got: Mapping[str, Any], want: Mapping[str, torch.dtype], device: str,
+                    inputs_dtype: torch.dtype | None = None) -> list[str]:
+    """Hints for outputs (name -> tensor of the right shape) of the wrong dtype (`want`) or device
+    (`inputs_dtype`: the dtype of the case's inputs, which float outputs have)."""
     hints = []
     dtypes = [n for n, t in got.items() if t.dtype != want[n]]
     bools = [n for n in dtypes if want[n] == torch.bool]
-    floats = [n for n in dtypes if want[n] != torch.bool]
+    # integer outputs (token ids) of a fixed dtype, not the inputs' (sample_next's logits are float)
+    ids = [n for n in dtypes if want[n] != torch.bool and not want[n].is_floating_point and want[n] != inputs_dtype]
+    floats = [n for n in dtypes if want[n] != torch.bool and n not in ids]
+    if ids:
+        hints.append(f"{' and '.join(ids)} must be token ids of dtype {str(want[ids[0]]).removeprefix('torch.')}, "
+                     "as the contract says: argmax, topk and multinomial give int64 (torch.long); a .int(), "
+                     "dtype=torch.int32 or a float tensor of ids changes it (cast with .long()).")
     if bools:
         hints.append(f"Return {' and '.join(bools)} as a boolean tensor (torch.bool): comparisons such as `==` or "
                      "`>` and torch.ones(..., dtype=torch.bool) give one; .int(), .long() or .float() turn it into "

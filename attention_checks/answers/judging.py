@@ -236,7 +236,11 @@ class Verdict:
     details: list[str] = field(default_factory=list)  # lines under it (token ids side by side)
 
     def fraction(self, structure_share: float = STRUCTURE_SHARE) -> float:
-        return structure_share * self.structure_ok + (1 - structure_share) * self.values_ok
+        earned = structure_share * self.structure_ok + (1 - structure_share) * self.values_ok
+        # right values of the wrong dtype or device lose the structure's share whatever it earns when
+        # values are wrong: the contract's dtype is part of the answer (issue 58: int32 tokens where
+        # the contract says int64 earned full marks where a right structure is worth nothing)
+        return earned if self.structure_ok else min(earned, 1 - STRUCTURE_SHARE)
 
 
 def _as_float64(got: Any) -> torch.Tensor | None:
@@ -725,7 +729,7 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
                if not v.structure_ok and isinstance(case.expected[name], torch.Tensor)
                and isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(case.expected[name].shape)}
     want = {n: case.dtype if case.expected[n].is_floating_point() else case.expected[n].dtype for n in misfits}
-    return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device))
+    return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device, case.dtype))
 
 
 # --------------------------------------------------------------------------
