@@ -774,6 +774,9 @@ def _publish_command(commands) -> None:
     cmd.add_argument("dest", type=Path, metavar="DIR", help="a new or empty folder outside this repository")
     cmd.add_argument("--site", action="store_true", help="also build the site into DIR/_build/html (a minute or more)")
     cmd.add_argument("--source", type=Path, default=SOLUTIONS_DIR, help="default: %(default)s")
+    cmd.add_argument("--reveal", action="append", default=[], metavar="ASSIGNMENT",
+                     help="publish the book's answer cells of this assignment (after its deadline; repeatable); "
+                          "the others are replaced by a note")
     cmd.set_defaults(run=_publish)
 
 
@@ -782,11 +785,15 @@ def _publish(args) -> int:
     from autograder.instructor.publish import PublishError, publish
 
     try:
-        done = publish(args.dest, site=args.site, source_dir=args.source)
+        done = publish(args.dest, site=args.site, source_dir=args.source, reveal=tuple(args.reveal))
     except PublishError as err:
         print(f"autograder: publish: error: {err}", file=sys.stderr)
         return 2
     print(f"published {len(done.assignments)} assignments to {done.folder}")
+    for assignment, cells in sorted(done.withheld.items()):
+        print(f"the book's answers of {assignment}: {len(cells)} cells withheld (--reveal {assignment} publishes them)")
+    for assignment in sorted(done.revealed):
+        print(f"the book's answers of {assignment}: revealed")
     setting = release.read_setting()
     where = setting.release_url or f"the package index {setting.index}"
     print(f"wheel: {done.wheel.relative_to(done.folder)} (sha256 {done.digest}): every setup cell installs it "

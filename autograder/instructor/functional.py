@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import yaml
 from attention_checks import published
 
 from autograder.layout import REPO_ROOT, SOLUTIONS_DIR
@@ -45,7 +46,9 @@ LEAK_SHARE = 0.5  # more than this share of a graded name's hidden points is a w
 TRIAL_SECONDS = 60  # one candidate, one graded name, one adapter: every hidden case
 LOAD_SECONDS = 120  # one source's imports and definitions
 SKIPPED_FOLDERS = {"_build", ".git", "__pycache__", ".ipynb_checkpoints", ".venv"}
-CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+# A MyST page's code cell: its fence line, its body (options first), its closing fence.
+CODE_CELL = re.compile(r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.S | re.M)
+CELL_OPTION = re.compile(r"^:(?P<key>[\w-]+):(?P<value>.*)$")
 
 
 @dataclass(frozen=True)
@@ -82,37 +85,74 @@ class FunctionalReport:
 # the parent's side
 
 
-def hidden_cases(source_dir: Path = SOLUTIONS_DIR) -> dict[str, list[dict]]:
-    """Graded name -> its hidden check calls (cases, points), from the source notebooks."""
+def hidden_cases(source_dir: Path = SOLUTIONS_DIR, revealed: frozenset[str] = frozenset()) -> dict[str, list[dict]]:
+    """Graded name -> its hidden check calls (cases, points), from the source notebooks; none of
+    the ``revealed`` assignments (their answers are published on purpose)."""
     from autograder.grading import release
 
     found: dict[str, list[dict]] = {}
-    for assignment in release.find_assignments(source_dir):
+    for assignment in sorted(set(release.find_assignments(source_dir)) - revealed):
         for call in release.hidden_calls(source_dir, assignment):
             found.setdefault(call.check.name, []).append(dict(cases=list(call.cases), points=call.points))
     return found
 
 
+def interpreter_paths(python: str) -> list[str]:
+    """Where ``python`` runs from: its own folder, its prefixes and every folder of its sys.path, as
+    it reports them (a virtual environment may live anywhere, /tmp included), and this repository."""
+    asked = subprocess.run([python, "-c", "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, "
+                            "sys.exec_prefix, *sys.path]))"], capture_output=True, text=True, cwd=REPO_ROOT,
+                           timeout=60)
+    if asked.returncode:
+        raise RuntimeError(f"{python} does not run: {asked.stderr.strip()[-500:]}")
+    return [str(Path(python).parent), *json.loads(asked.stdout), str(REPO_ROOT)]
+
+
 def _sandboxed(command: list[str], folder: Path, work: Path) -> list[str]:
     """``command`` in bubblewrap: the system and ``folder`` read-only, no network, its own /tmp,
-    ``work`` writable."""
+    ``work`` writable. What the interpreter ``command[0]`` needs stays visible (read-only) when it
+    lives under /tmp."""
     if shutil.which("bwrap") is None:
         raise RuntimeError("the functional scan runs in bubblewrap (bwrap), which is not installed")
+    under_tmp = sorted({str(Path(p).resolve()) for p in interpreter_paths(command[0])
+                        if p and Path(p).exists() and Path(p).resolve().is_relative_to("/tmp")})
+    kept = [arg for path in under_tmp for arg in ("--ro-bind", path, path)]
     return ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-pid", "--ro-bind", "/", "/",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", str(folder), str(folder),
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *kept, "--ro-bind", str(folder), str(folder),
             "--bind", str(work), str(work), *command]
 
 
-def functional_scan(folder: Path, source_dir: Path = SOLUTIONS_DIR, timeout: float = 1800) -> FunctionalReport:
-    """Try every function and class under ``folder`` as each graded name (see the module's docstring)."""
+# What the scan's child imports first: a dry run of it in the sandbox shows that the scan can run.
+DRY_RUN = "import attention_checks.registry, autograder.instructor.functional"
+
+
+def sandbox_problem(python: str = sys.executable, timeout: float = 300) -> str | None:
+    """Why the functional scan cannot run with ``python`` in its sandbox (no bubblewrap, an
+    interpreter or a package it cannot see there), or None: the scan's own imports, run there."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="publish-dry-run-") as tmp:
+            command = _sandboxed([python, "-c", DRY_RUN], Path(tmp), Path(tmp))
+            run = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+    if run.returncode:
+        return (f"{python} could not start its imports in the sandbox (exit {run.returncode}): "
+                f"{run.stderr.strip()[-1000:]}")
+    return None
+
+
+def functional_scan(folder: Path, source_dir: Path = SOLUTIONS_DIR, timeout: float = 1800,
+                    revealed: frozenset[str] = frozenset(), python: str = sys.executable) -> FunctionalReport:
+    """Try every function and class under ``folder`` as each graded name (see the module's docstring),
+    except the names of the ``revealed`` assignments; the child runs with ``python``."""
     folder = Path(folder).resolve()
     with tempfile.TemporaryDirectory(prefix="publish-functional-") as tmp:
         work = Path(tmp)
         job = work / "job.json"
-        graded = published.encode(hidden_cases(source_dir), {})  # cases keep their tuples
+        graded = published.encode(hidden_cases(source_dir, revealed), {})  # cases keep their tuples
         job.write_text(json.dumps(dict(folder=str(folder), graded=graded,
                                        report=str(work / "report.json"))), encoding="utf-8")
-        command = _sandboxed([sys.executable, "-m", "autograder.instructor.functional", str(job)], folder, work)
+        command = _sandboxed([python, "-m", "autograder.instructor.functional", str(job)], folder, work)
         run = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout)
         if run.returncode or not (work / "report.json").is_file():
             raise RuntimeError(f"the functional scan stopped (exit {run.returncode}): {run.stderr.strip()[-2000:]}")
@@ -144,6 +184,27 @@ def _package_of(path: Path, root: Path) -> tuple[str, Path] | None:
     return (".".join(parts), folder / parts[0]) if len(parts) > 1 else None
 
 
+def cell_parts(body: str) -> tuple[str, str]:
+    """(the options, the code) of a MyST code cell's body: a YAML header between `---` lines, or
+    `:key: value` lines, then the code."""
+    if body.startswith("---\n"):
+        header, _, code = body[4:].partition("\n---\n")
+        return header, code
+    lines = body.split("\n")
+    count = next((i for i, line in enumerate(lines) if not CELL_OPTION.match(line)), len(lines))
+    return "\n".join(line[1:].replace(":", ": ", 1) for line in lines[:count]), "\n".join(lines[count:])
+
+
+def cell_options(body: str) -> dict:
+    """The options of a MyST code cell (its tags, its figure, ...), from its body."""
+    return yaml.safe_load(cell_parts(body)[0]) or {}
+
+
+def page_code(text: str) -> list[str]:
+    """The code of each code cell of a MyST page, without the cell's options."""
+    return [cell_parts(cell["body"])[1] for cell in CODE_CELL.finditer(text)]
+
+
 def _sources_of_tree(root: Path, shown: str) -> Iterator[Source]:
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not SKIPPED_FOLDERS & set(p.relative_to(root).parts)):
         name = f"{shown}{path.relative_to(root)}"
@@ -158,7 +219,7 @@ def _sources_of_tree(root: Path, shown: str) -> Iterator[Source]:
                     for c in cells if c.get("cell_type") == "code"]
             yield Source(name, "\n\n".join(code), path.parent)
         elif path.suffix == ".md":
-            cells = CODE_CELL.findall(path.read_text(encoding="utf-8", errors="replace"))
+            cells = page_code(path.read_text(encoding="utf-8", errors="replace"))
             if cells:
                 yield Source(name, "\n\n".join(cells), path.parent)
 

@@ -19,6 +19,13 @@ nothing else, a folder to push as the course's PUBLIC repository::
 Then every file of DIR is scanned (``scan``): a line of a model solution or of a hidden test
 anywhere in it, the wheel and the site included, and publish fails (exit 1) naming each hit.
 
+One source, two books: a code cell of a page that computes a graded answer (a chapter's model,
+its decoding loop, a worked implementation) carries the tag ``answers:<assignment>``. The book this
+repository builds (the self-study course) shows it; in DIR it is replaced by a short note
+(``withhold_answers``) until the instructor reveals that assignment (``--reveal 08-decoder``, after
+its deadline). A revealed assignment's answers are published and are no longer secret: the scans
+then look for every other assignment's.
+
 SAFE TO PUBLISH, decided per part of ``attention_checks/``:
 
 * the declared checks (one module per assignment), ``core``, ``inputs``, ``modules``,
@@ -67,7 +74,7 @@ import yaml
 
 from autograder.cells import nbgrader_metadata
 from autograder.grading import release
-from autograder.instructor.functional import FunctionalReport, functional_scan
+from autograder.instructor.functional import CODE_CELL, FunctionalReport, cell_options, functional_scan, sandbox_problem
 from autograder.layout import EXERCISES_DIR, REPO_ROOT, SOLUTIONS_DIR
 
 TEMPLATES = Path(__file__).with_name("student")
@@ -132,12 +139,14 @@ def _cell_lines(cell) -> list[str]:
     return [normalise(line) for line in source.split("\n")]
 
 
-def secret_lines(source_dir: Path = SOLUTIONS_DIR, released_dir: Path = EXERCISES_DIR) -> dict[str, str]:
-    """Every secret line of the source notebooks -> where it is (assignment/notebook:grade_id)."""
+def secret_lines(source_dir: Path = SOLUTIONS_DIR, released_dir: Path = EXERCISES_DIR,
+                 revealed: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Every secret line of the source notebooks -> where it is (assignment/notebook:grade_id);
+    none of the ``revealed`` assignments (their answers are published on purpose)."""
     given = "\n".join(line for path in sorted(Path(released_dir).glob("*/*.ipynb"))
                       for cell in nbformat.read(path, as_version=4).cells for line in _cell_lines(cell))
     secrets: dict[str, str] = {}
-    for path in sorted(Path(source_dir).glob("*/*.ipynb")):
+    for path in sorted(p for p in Path(source_dir).glob("*/*.ipynb") if p.parent.name not in revealed):
         for cell in nbformat.read(path, as_version=4).cells:
             meta = nbgrader_metadata(cell)
             if meta.get("solution"):
@@ -242,6 +251,65 @@ def scan(folder: Path, secrets: dict[str, str]) -> ScanReport:
 
 
 # --------------------------------------------------------------------------------------------
+# the book's answer cells: shown in the self-study book, withheld from the students' edition
+#
+# A code cell of a page (book/**/*.md, MyST) that computes a graded answer is tagged with the
+# assignment it answers, in its options: `:tags: [answers:08-decoder]`, or `tags:` in the cell's
+# YAML header. publish replaces it by WITHHELD until that assignment is revealed. The cells after
+# it never use what it defines (they load the book's stored results), so the page still builds.
+
+ANSWERS_TAG = "answers:"
+WITHHELD = """```{{note}}
+This cell shows the model solution of `{assignment}`; it appears after the assignment's deadline.
+```"""
+
+
+@dataclass(frozen=True)
+class AnswerCell:
+    """A code cell of a page tagged with the assignments it answers."""
+
+    page: str
+    line: int  # of its fence, in the page
+    assignments: frozenset[str]
+    span: tuple[int, int]  # in the page's text
+
+
+def answer_cells(page: Path, name: str | None = None) -> list[AnswerCell]:
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for cell in CODE_CELL.finditer(text):
+        tags = cell_options(cell["body"]).get("tags") or []
+        answers = frozenset(str(tag)[len(ANSWERS_TAG):] for tag in tags if str(tag).startswith(ANSWERS_TAG))
+        if answers:
+            found.append(AnswerCell(name or str(page), text.count("\n", 0, cell.start()) + 1, answers, cell.span()))
+    return found
+
+
+def withhold_answers(book: Path, known: list[str], revealed: frozenset[str]) -> dict[str, list[AnswerCell]]:
+    """Replace every answer cell of the pages under ``book`` by a note, except those whose
+    assignments are all ``revealed``; returns the cells withheld, by assignment. A tag that names
+    no assignment stops publish (its cell would be published or withheld by mistake)."""
+    pages = {page: answer_cells(page, str(page.relative_to(book.parent))) for page in sorted(book.rglob("*.md"))}
+    unknown = [f"{cell.page}:{cell.line}: answers:{name}" for cells in pages.values() for cell in cells
+               for name in sorted(cell.assignments - set(known))]
+    if unknown:
+        raise PublishError("cells tagged with an assignment that does not exist (known: " + ", ".join(known)
+                           + "):\n" + "\n".join(unknown))
+    withheld: dict[str, list[AnswerCell]] = {}
+    for page, cells in pages.items():
+        text = page.read_text(encoding="utf-8")
+        for cell in reversed(cells):  # from the end: the spans before it stay where they are
+            if cell.assignments <= revealed:
+                continue
+            hidden = ", ".join(sorted(cell.assignments - revealed))
+            text = text[:cell.span[0]] + WITHHELD.format(assignment=hidden) + text[cell.span[1]:]
+            for assignment in cell.assignments - revealed:
+                withheld.setdefault(assignment, []).append(cell)
+        page.write_text(text, encoding="utf-8")
+    return withheld
+
+
+# --------------------------------------------------------------------------------------------
 # writing the distribution
 
 
@@ -311,6 +379,8 @@ class Published:
     digest: str
     report: ScanReport
     functional: FunctionalReport
+    revealed: frozenset[str] = frozenset()
+    withheld: dict[str, list[AnswerCell]] = field(default_factory=dict)  # the book's answer cells left out
 
     @property
     def leaks(self) -> bool:
@@ -318,13 +388,23 @@ class Published:
 
 
 def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
-            pyproject: Path = release.PYPROJECT) -> Published:
-    """Write the student distribution into ``dest`` (empty or new), then scan it."""
+            pyproject: Path = release.PYPROJECT, reveal: tuple[str, ...] = ()) -> Published:
+    """Write the student distribution into ``dest`` (empty or new), then scan it. The book's answer
+    cells are withheld, except those of the assignments in ``reveal``."""
     dest = Path(dest).resolve()
     if dest == REPO_ROOT or REPO_ROOT.is_relative_to(dest) or dest.is_relative_to(REPO_ROOT):
         raise PublishError(f"{dest}: write the distribution outside this repository (it is a repository of its own)")
     if dest.exists() and any(dest.iterdir()):
         raise PublishError(f"{dest} is not empty: publish writes a new folder (delete it, or name another)")
+    known = release.find_assignments(source_dir)
+    unknown = sorted(set(reveal) - set(known))
+    if unknown:
+        raise PublishError(f"--reveal {', '.join(unknown)}: no such assignment (known: {', '.join(known)})")
+    revealed = frozenset(reveal)
+    # The functional scan runs last, in bubblewrap: where it cannot run, say so before building anything.
+    problem = sandbox_problem()
+    if problem:
+        raise PublishError(f"the functional scan cannot run, so nothing was written: {problem}")
     setting = release.read_setting(pyproject)
     values = dict(version=setting.version, repository=setting.repository, wheel=setting.wheel)
     dest.mkdir(parents=True, exist_ok=True)
@@ -337,6 +417,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
         else:
             shutil.copy2(source, target)
     (dest / "_config.yml").write_text(_student_config(setting), encoding="utf-8")
+    withheld = withhold_answers(dest / "book", known, revealed)
     assignments = release.generate(source_dir, dest / "exercises", write_install=False)
     release.write_visible_answers(dest / "exercises", dest / VISIBLE, assignments)
     values["assignments"] = ", ".join(f"`{a}`" for a in assignments)
@@ -354,12 +435,12 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     pin_setup_cells(dest / "exercises", assignments, digest, pyproject)
     if site:
         build_site(dest)
-    report = scan(dest, secret_lines(source_dir, dest / "exercises"))
+    report = scan(dest, secret_lines(source_dir, dest / "exercises", revealed))
     try:
-        functional = functional_scan(dest, source_dir)
-    except (RuntimeError, subprocess.TimeoutExpired) as err:  # no bubblewrap, or the scan stopped: not proven clean
+        functional = functional_scan(dest, source_dir, revealed=revealed)
+    except (RuntimeError, subprocess.TimeoutExpired) as err:  # the scan stopped: not proven clean
         raise PublishError(f"the functional scan could not run, so the distribution is not proven clean: {err}") from None
-    return Published(dest, assignments, wheel, digest, report, functional)
+    return Published(dest, assignments, wheel, digest, report, functional, revealed, withheld)
 
 
 def build_site(dist: Path) -> Path:
