@@ -12,6 +12,7 @@ import html
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -194,24 +195,36 @@ print("removed", not os.path.exists(top))
 """
 
 
+def python_for_anyone() -> str | None:
+    """A Python that a user without privileges can run: this one's interpreter, unless it lies where
+    only its owner may go (a pyenv in root's home, mode 0700), else the system's; None if neither."""
+    for candidate in (Path(os.path.realpath(sys.executable)), Path("/usr/bin/python3")):
+        if candidate.is_file() and all(os.stat(p).st_mode & stat.S_IXOTH for p in (candidate, *candidate.parents)):
+            return str(candidate)
+    return None
+
+
 def test_clean_up_removes_what_its_owner_closed():
     """A kernel's folders closed to their owner (read-only, or mode 0) are removed by the same user
     without privileges: the fork server's reset and a stopping worker's clean-up."""
     from autograder.sandbox.bwrap import FORKSERVER
 
     top = Path(tempfile.mkdtemp(prefix="closed-scratch-"))  # where sandboxes' scratch folders are
-    # forkserver.py runs on its own in the sandbox (standard library only), as here: a copy in a
-    # folder anyone can read, run by the base interpreter, so that the unprivileged user below needs
-    # neither the checkout nor the virtual environment (either may be in root's own home, mode 0700).
-    server = Path(tempfile.mkdtemp(prefix="forkserver-"))
-    server.chmod(0o755)
-    shutil.copy(FORKSERVER, server / "forkserver.py")
-    as_user = []
+    python, as_user = sys.executable, []
     if os.geteuid() == 0:  # root ignores modes: run as an unprivileged user, as the sandbox does
         os.chown(top, 65534, 65534)
         as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        python = python_for_anyone()
+        if python is None:
+            pytest.skip(f"no Python here that an unprivileged user can run (this one is {sys.executable})")
+    # forkserver.py runs on its own in the sandbox (the standard library only), as here: a copy in a
+    # folder anyone can read, so that the unprivileged user needs neither the checkout nor the
+    # virtual environment (either may be in root's own home, mode 0700).
+    server = Path(tempfile.mkdtemp(prefix="forkserver-"))
+    server.chmod(0o755)
+    shutil.copy(FORKSERVER, server / "forkserver.py")
     try:
-        done = subprocess.run([*as_user, os.path.realpath(sys.executable), "-c", CLOSE_AND_CLEAN, str(top)],
+        done = subprocess.run([*as_user, python, "-c", CLOSE_AND_CLEAN, str(top)],
                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(server)})
     finally:
         shutil.rmtree(server)
