@@ -451,9 +451,10 @@ def _export(args) -> int:
     grades = args.results / "grades.csv"
     if not grades.is_file():
         raise InputError(f"no grades.csv in {args.results}")
+    gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
     read = [*grading_record(args.results), *[p for p in (args.roster, args.collected) if p]]
-    if args.gradebook and "://" not in str(args.gradebook):
-        read.append(args.gradebook)
+    if gradebook and gradebook.startswith("sqlite:///"):  # a database file (a URL may name one too)
+        read.append(Path(gradebook.removeprefix("sqlite:///").removeprefix("file:").partition("?")[0]))
     refuse_overwriting({"--out": args.out, "--feedback-zip": args.feedback_zip}, read)
     if args.feedback_zip and args.format == "csv":
         raise InputError("--feedback-zip is the bulk upload of an LMS: use it with --format canvas or moodle")
@@ -461,7 +462,6 @@ def _export(args) -> int:
         raise InputError("canvas --feedback-zip needs --collected SUBMISSIONS (the folder `collect --lms canvas` "
                          "wrote): Canvas attaches a re-uploaded file to the submitted file whose ids its name carries")
     roster = read_roster(args.roster) if args.roster else None
-    gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
     assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
                                         gradebook, args.late_penalty)
     for why in left_out:
@@ -683,19 +683,21 @@ def _service_database(args):
 
 
 def _tokens(args) -> int:
-    from autograder.instructor.lms import read_roster, write_csv
-    from .service.db import INSTRUCTOR, STUDENT, Person
+    from autograder.instructor.lms import read_roster
+    from .service.tokens import PrivateFile, people_named
 
     if args.roster is None and not args.instructor:
         print("autograder: error: give a ROSTER, or --instructor ID", file=sys.stderr)
         return 2
-    roster = read_roster(args.roster) if args.roster else []
-    people = [Person(id=s.student_id, role=STUDENT, name=s.name, email=s.email, lms_id=s.lms_id) for s in roster]
-    people += [Person(id=i, role=INSTRUCTOR, name=i, email="", lms_id="") for i in args.instructor]
-    issued = _service_database(args).issue_tokens(people, reissue=args.reissue)
-    write_csv(args.out, ["student_id", "role", "name", "email", "token"],
-              [[p.id, p.role, p.name, p.email, issued[p.id]] for p in people if p.id in issued])
-    os.chmod(args.out, 0o600)  # the tokens are passwords
+    people = people_named(read_roster(args.roster) if args.roster else [], args.roster, args.instructor)
+    database = _service_database(args)
+    out = PrivateFile(args.out)  # the tokens are passwords: private from the start
+    try:
+        issued = database.issue_tokens(people, reissue=args.reissue)
+    except BaseException:
+        out.discard()
+        raise
+    out.write(people, issued)
     kept = len(people) - len(issued)
     print(f"issued {len(issued)} tokens -> {args.out}" + (f"; {kept} people kept their tokens" if kept else ""))
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import signal
 import socket
@@ -126,6 +127,13 @@ def start_service(tmp_path: Path, students=("ann", "bob"), *extra: str, policies
 def client(server: Server, token: str | None = None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.Client(base_url=server.url, headers=headers, timeout=60, follow_redirects=False)
+
+
+def log_in(http: httpx.Client, token: str, headers: dict | None = None) -> httpx.Response:
+    """Log ``http`` in as a browser does: the login page (its form's CSRF token, and the cookie
+    that holds it), then the form posted with the token (both with ``headers``)."""
+    csrf = re.search(r'name="csrf" value="([^"]+)"', http.get("/", headers=headers).text).group(1)
+    return http.post("/login", data={"token": token, "csrf": csrf}, headers=headers)
 
 
 def notebook_text(root: Path, student: str, code: dict[str, str] | None = None, assignment: str = ASSIGNMENT) -> str:

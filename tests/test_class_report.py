@@ -148,3 +148,42 @@ def test_the_service_shows_the_same_report_from_its_database(tmp_path):
     top = rows[0]
     assert top[0] == "2" and corpus["attention_no_scale"].hint in html.unescape(top[2]), rows
     assert any(n == "1" and corpus["attention_swapped"].hint in html.unescape(what) for n, _, what in rows), rows
+
+
+def test_each_score_is_a_share_of_the_students_own_maximum():
+    """The distribution puts each student over their own maximum (lms.course_score): 8 of 8 with a
+    written answer pending is 100 %, 8 with the answer left as released (nbgrader's 0) 80 %,
+    whichever student comes first."""
+    from autograder.instructor.class_report import score_counts
+
+    def notebook(student, score, pending, written=2.0):
+        return {"student_id": student, "assignment": ASSIGNMENT, "notebook": "qkv", "status": "ok", "score": score,
+                "max_score": 8.0, "written_points": written, "to_grade_by_hand": pending,
+                "tests": [{"grade_id": "written", "manual": True, "passed": True, "message": "",
+                           "points": None if pending else 0.0, "max_points": written}]}
+
+    (report,) = class_reports([notebook("a-released", 8.0, 0.0), notebook("b-pending", 8.0, 2.0),
+                               notebook("c-half", 4.0, 2.0)])
+    bins = {(low, high): n for low, high, n in score_counts(report)}
+    assert bins[(90, 100)] == 1 and bins[(80, 90)] == 1 and bins[(50, 60)] == 1 and sum(bins.values()) == 3
+    assert report.scores["b-pending"].whole == report.scores["a-released"].maximum == 10
+
+
+def test_no_output_replaces_what_it_reads(tmp_path: Path):
+    """--out (or the CSV named after it) that is results.json or grades.csv (by a link too) or inside
+    feedback/: refused, one line, exit 2, nothing written, the record as it was."""
+    results = tmp_path / "RESULTS"
+    (results / "feedback").mkdir(parents=True)
+    (results / "results.json").write_text(
+        '[{"student_id": "a", "assignment": "03-qkv", "notebook": "qkv", "status": "missing", "score": 0, "max_score": 8}]')
+    (results / "grades.csv").write_text("student_id\n")
+    (tmp_path / "link.html").symlink_to(results / "grades.csv")
+    (tmp_path / f"week3-{ASSIGNMENT}.csv").symlink_to(results / "results.json")  # where --out week3.html puts its CSV
+    before = {p: p.read_bytes() for p in (results / "results.json", results / "grades.csv")}
+    for out in (results / "results.json", tmp_path / "link.html", results / "feedback" / "report.html",
+                tmp_path / "week3.html"):
+        run = subprocess.run([sys.executable, "-m", "autograder", "report", results, "--out", out], capture_output=True,
+                             text=True)
+        assert run.returncode == 2 and "would overwrite" in run.stderr and len(run.stderr.strip().splitlines()) == 1, out
+        assert {p: p.read_bytes() for p in before} == before
+    assert not (tmp_path / "week3.html").exists() and not (results / "feedback" / "report.html").exists()

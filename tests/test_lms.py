@@ -754,6 +754,7 @@ def test_export_never_writes_over_what_it_reads(tmp_path, monkeypatch, capsys):
         (["--out", roster], "roster.csv"),
         (["--out", results / "feedback" / "s1" / "new.csv"], "feedback"),  # inside a folder it reads
         (["--out", "out.csv", "--feedback-zip", results / "results.json"], "results.json"),
+        (["--out", "gradebook.db", "--gradebook", f"sqlite:///{tmp_path / 'gradebook.db'}"], "gradebook.db"),
         (["--out", "same.csv", "--feedback-zip", "same.csv"], "the same file as --out"),
     ]
     for outputs, named in cases:

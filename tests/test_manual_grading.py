@@ -134,6 +134,10 @@ def test_the_lms_export_takes_the_hand_given_points_from_the_gradebook(graded):
     assert (float(exported["answered"]["score"]), float(exported["answered"]["max_score"])) == (auto, total - 2)
     assert exported["answered"]["to_grade_by_hand"] == "2" and exported["blank"]["to_grade_by_hand"] == "0"
     assert "to grade by hand: answered" in before.stderr and "blank" not in before.stderr.split("students' grades")[0]
+    # the LMS, whose maximum is the whole, gets the points as they are: never scaled up while the answer waits
+    assert _export(results, tmp / "pending.csv", "--format", "canvas").returncode == 0
+    table = list(csv.reader(io.StringIO((tmp / "pending.csv").read_text(encoding="utf-8-sig"))))
+    assert table[1][-1] == f"{total:g}" and float({row[1]: row[-1] for row in table[2:]}["answered"]) == auto
 
     # A grader gives the answer 1.5 of its 2 points in formgrader, which saves the grade so.
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
+import shlex
+import shutil
 import sqlite3
 import subprocess
 import sys
 import zipfile
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -18,9 +22,11 @@ import pytest
 import yaml
 
 from autograder.report import FORMULA_STARTS
-from autograder.service.db import Database
+from autograder.service.db import Database, Person
 from classroom import REPO, notebook_name, secret_lines
-from classroom.service import ASSIGNMENT, Server, client, course_source, issue_tokens, notebook_text, wait_done
+from classroom.service import (ASSIGNMENT, LocalPostgres, Server, client, course_source, issue_tokens, log_in,
+                               notebook_text, wait_done)
+from test_service_concurrency import database  # noqa: F401 - the fixture: SQLite, then a PostgreSQL server
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
 
@@ -66,7 +72,7 @@ def graded(service):
 def login(service, who: str) -> httpx.Client:
     """A browser-like client: logged in with the token on the form, holding the session cookie."""
     http = client(service.server)
-    reply = http.post("/login", data={"token": service.tokens[who]})
+    reply = log_in(http, service.tokens[who])
     assert reply.status_code == 303, reply.text
     return http
 
@@ -417,3 +423,208 @@ def test_a_gradebook_the_service_cannot_write_stops_it_with_one_line(tmp_path):
                            "--source", str(source), "--port", "9", "--gradebook", str(tmp_path / "course")],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and "is a folder" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- cross-site requests -------------------------------------------------------------
+
+FOREIGN = ({"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
+           {"Sec-Fetch-Site": "same-site"}, {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"})
+
+
+def test_logging_in_refuses_a_form_another_site_sent(service):
+    """Without its own page's token (held in the form and in the cookie the page set), or sent
+    from another site, the login form logs no one in (another site would log the student into
+    its own account, where the student's next upload would land)."""
+    token = service.tokens["carl"]  # eve's token spent its minute's requests on the rate limit's test
+    with client(service.server) as stranger:  # never loaded the login page: no token to send
+        reply = stranger.post("/login", data={"token": token, "csrf": "guessed"})
+        assert reply.status_code == 403 and "another site" in reply.json()["detail"]
+        assert "set-cookie" not in reply.headers
+    with client(service.server) as browser:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/").text).group(1)
+        assert browser.post("/login", data={"token": token, "csrf": csrf[::-1]}).status_code == 403
+        for headers in FOREIGN:
+            reply = browser.post("/login", data={"token": token, "csrf": csrf}, headers=headers)
+            assert reply.status_code == 403 and "another site" in reply.json()["detail"], headers
+        assert browser.get("/me").status_code == 303  # still not logged in
+        own = {"Origin": service.server.url, "Sec-Fetch-Site": "same-origin"}
+        reply = browser.post("/login", data={"token": token, "csrf": csrf}, headers=own)
+        assert reply.status_code == 303 and browser.get("/me").status_code == 200
+
+
+def test_a_sessions_forms_refuse_what_another_site_sent(service):
+    http = login(service, "carl")
+    csrf = csrf_of(http)
+    before = http.get("/api/submissions").json()
+    files = {"file": ("self_attention.ipynb", notebook_text(service.root, "carl"), "application/json")}
+    for headers in FOREIGN:
+        reply = http.post("/upload", data={"csrf": csrf}, files=files, headers=headers)
+        assert reply.status_code == 403 and "another site" in reply.json()["detail"], headers
+        assert http.post("/logout", data={"csrf": csrf}, headers=headers).status_code == 403, headers
+    assert http.get("/api/submissions").json() == before  # nothing stored
+    assert http.get("/me").status_code == 200  # and still logged in
+    # the notebook's API takes a bearer token, which no other site can make a browser send: no origin check
+    with client(service.server, service.tokens["carl"]) as api:
+        reply = api.post("/api/submissions", json={"notebook": notebook_text(service.root, "carl"),
+                                                   "filename": "x.ipynb", "assignment": "none"}, headers=FOREIGN[0])
+        assert reply.status_code == 400 and "unknown assignment" in reply.json()["detail"]
+
+
+# -- what a client sends wrong, on both databases -------------------------------------
+
+OTHER = "02-softmax-scaling"
+
+
+def nested(notebook: str, depth: int) -> str:
+    """``notebook`` with a metadata value nested ``depth`` lists deep."""
+    parsed = json.loads(notebook)
+    parsed["metadata"]["deep"] = "DEEP"
+    return json.dumps(parsed).replace('"DEEP"', "[" * depth + "]" * depth)
+
+
+def raw_form(csrf: str, filename: str, notebook: str) -> dict:
+    """The upload form's body with ``filename`` as it is (httpx would escape what a browser escapes)."""
+    boundary = "form-boundary-7d1"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="csrf"\r\n\r\n{csrf}\r\n--{boundary}\r\n'
+            f'Content-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+            "Content-Type: application/json\r\n\r\n")
+    return {"content": f"{head}{notebook}\r\n--{boundary}--\r\n".encode(),
+            "headers": {"Content-Type": f"multipart/form-data; boundary={boundary}"}}
+
+
+def test_what_a_client_sends_wrong_is_a_4xx_with_its_reason_and_no_attempt(tmp_path, database):
+    """On SQLite and on PostgreSQL: a notebook of another assignment than the one named, one with
+    none of the course's cells, JSON nested past Python's stack, a NUL in the file name, a
+    submission number beyond the database's integers, a NUL in a student id asked for: each a
+    4xx with its reason, and none of them an attempt (the day's only one is left)."""
+    source = course_source(tmp_path)
+    shutil.copytree(REPO / "solutions" / OTHER, source / OTHER, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    data = tmp_path / "data"
+    tokens = issue_tokens(data, ["ann"], db=database)
+    (tmp_path / "policies.yml").write_text(yaml.safe_dump({"default": {"attempts_per_day": 1}}))
+    server = Server(data, source, "--policies", str(tmp_path / "policies.yml"),
+                    *(("--db", database) if database else ())).start()
+    ours, others = notebook_text(tmp_path, "ann"), notebook_text(tmp_path, "ann", assignment=OTHER)
+    bare = json.loads(ours)
+    bare["cells"] = [c for c in bare["cells"] if "nbgrader" not in c["metadata"]]
+    sent_wrong = [  # (what is sent, the status, words of the reason)
+        ({"notebook": others, "assignment": ASSIGNMENT}, 400, f"this notebook is {OTHER}'s"),
+        ({"notebook": ours, "assignment": OTHER}, 400, f"this notebook is {ASSIGNMENT}'s"),
+        ({"notebook": bare, "assignment": ASSIGNMENT}, 400, "none of the course's cells"),
+        ({"notebook": bare}, 400, "none of the course's cells"),
+        ({"notebook": nested(ours, 100_000)}, 400, "nested too deeply"),
+        ({"notebook": ours, "filename": "self\x00attention.ipynb"}, 400, "control characters"),
+    ]
+    try:
+        with client(server, tokens["ann"]) as http:
+            for sent, status, words in sent_wrong:
+                reply = http.post("/api/submissions", json={"filename": "self_attention.ipynb", **sent})
+                assert reply.status_code == status and words in reply.json()["detail"], (sent.keys(), reply.text)
+            for path in (f"/api/submissions/{2**31}", f"/api/submissions/{2**63}", f"/submissions/{2**64}/feedback"):
+                reply = http.get(path)
+                assert reply.status_code == 404 and reply.json()["detail"] == "no such submission", path
+            reply = http.get(f"/api/submissions/{'9' * 5000}")  # past what Python reads as a number
+            assert reply.status_code == 422 and isinstance(reply.json()["detail"], str)
+            deep_form = {"file": ("self_attention.ipynb", nested(ours, 100_000), "application/json")}
+            web = client(server)
+            assert log_in(web, tokens["ann"]).status_code == 303
+            reply = web.post("/upload", data={"csrf": csrf_of(web)}, files=deep_form)
+            assert reply.status_code == 400 and "nested too deeply" in reply.json()["detail"]
+            reply = web.post("/upload", **raw_form(csrf_of(web), "self\x00attention.ipynb", ours))
+            assert reply.status_code == 400 and "control characters" in reply.json()["detail"], reply.text
+            assert http.get("/api/submissions").json() == []  # nothing stored, no attempt used
+            accepted = http.post("/api/submissions", json={"notebook": ours, "filename": "self_attention.ipynb",
+                                                           "assignment": ASSIGNMENT})
+            assert accepted.status_code == 202, accepted.text
+        with client(server, tokens["prof"]) as prof:
+            reply = prof.get("/instructor/students/a%00b")
+            assert reply.status_code in (400, 404) and reply.json()["detail"], reply.text
+    finally:
+        server.stop()
+
+
+# -- the tokens command ----------------------------------------------------------------
+
+def test_the_tokens_file_is_created_private(tmp_path, monkeypatch):
+    """Created readable by its owner only, not made private once written (others could read it
+    meanwhile): with a umask that would leave a new file readable by all, no chmod touches it."""
+    from autograder import cli
+
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,name\nann,Ann\n")
+    out = tmp_path / "tokens.csv"
+    out.write_text("old tokens, readable by all\n")
+    out.chmod(0o644)
+    changed = []
+    real_chmod = os.chmod
+    monkeypatch.setattr(os, "chmod", lambda path, mode, **kw: (changed.append(Path(path)),
+                                                               real_chmod(path, mode, **kw)))
+    old_umask = os.umask(0)
+    try:
+        assert cli.main(["tokens", str(roster), "--data", str(tmp_path / "data"), "--out", str(out)]) == 0
+    finally:
+        os.umask(old_umask)
+    assert out.stat().st_mode & 0o777 == 0o600 and "ann" in out.read_text(encoding="utf-8-sig")
+    assert not [p for p in changed if out.name in p.name], changed  # the data folder's are its own
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_a_roster_that_repeats_an_id_or_overflows_a_column_is_refused(tmp_path, database):
+    """On SQLite and on PostgreSQL (whose columns refuse a longer value): an id for two people (twice
+    on the roster, or a student's given as an instructor's) or a value longer than its column is
+    exit 2, each row named, nothing written, and the people issued before untouched."""
+    data = tmp_path / "data"
+    issued = issue_tokens(data, ["ann"], db=database)
+    repeated, long = tmp_path / "repeated.csv", tmp_path / "long.csv"
+    repeated.write_text("student_id,name\nbea,Bea One\ncid,Cid\nbea,Bea Two\n")
+    long.write_text(f"student_id,name,email\ncid,Cid,cid@example.edu\ndan,{'D' * 201},\n{'e' * 201},Eve,\n")
+    out = tmp_path / "new-tokens.csv"
+    expected = {repeated: ("'bea'", "Bea One", "Bea Two"),
+                long: ("its name is 201 characters, over the 200", "its id is 201 characters",
+                       "--instructor cid is also the roster's student 1 (cid, Cid, cid@example.edu)")}
+    for roster, said in expected.items():
+        done = subprocess.run([sys.executable, "-m", "autograder", "tokens", str(roster), "--data", str(data),
+                               "--out", str(out), "--instructor", "cid", *(("--db", database) if database else ())],
+                              cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert all(words in done.stderr for words in said), done.stderr
+        assert not out.exists() and not list(tmp_path.glob(".new-tokens*"))
+    people = Database(database or f"sqlite:///{data / 'service.db'}")
+    with people.session() as db:
+        assert sorted(p.id for p in db.query(Person)) == ["ann", "prof"]
+    assert people.person_by_token(issued["ann"]).id == "ann"
+
+
+def test_the_readmes_postgresql_recipe_issues_tokens_where_serve_reads_them(tmp_path):
+    """The production recipe, as written, with a PostgreSQL server of the test's own in place of
+    the README's: `tokens` puts the students' tokens in the database `serve --db` reads."""
+    recipe = next(block for block in re.findall(r"```bash\n(.*?)```", _service_docs(), re.S)
+                  if "serve --db postgresql://" in block)
+    commands = [shlex.split(line.split("#")[0]) for line in recipe.replace("\\\n", " ").splitlines()]
+    tokens = next(c for c in commands if c[:4] == ["python", "-m", "autograder", "tokens"])
+    serve = next(c for c in commands if c[:4] == ["python", "-m", "autograder", "serve"])
+    option = lambda command, name: command[command.index(name) + 1]  # noqa: E731
+    assert option(tokens, "--db") == option(serve, "--db") and option(tokens, "--data") == option(serve, "--data")
+    try:
+        postgres = LocalPostgres()
+    except (FileNotFoundError, RuntimeError) as err:
+        pytest.skip(f"no PostgreSQL server for this test: {err}")
+    try:
+        (tmp_path / "roster.csv").write_text("student_id,name\nann,Ann\nbob,Bob\n")
+        here = {option(serve, "--db"): postgres.url, option(serve, "--data"): str(tmp_path / "data")}
+        done = subprocess.run([sys.executable, *[here.get(a, a) for a in tokens[1:]]], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        with open(tmp_path / "tokens.csv", encoding="utf-8-sig", newline="") as file:
+            written = {row["student_id"]: row["token"] for row in csv.DictReader(file)}
+        assert set(written) == {"ann", "bob", "prof"}
+        known = Database(postgres.url)
+        assert all(known.person_by_token(token).id == person for person, token in written.items())
+    finally:
+        postgres.stop()
+
+
+def _service_docs() -> str:
+    """The README's service section, or wherever the documentation moved it."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages if p.is_file())

@@ -165,3 +165,28 @@ def test_what_students_wrote_is_escaped_and_only_the_matches_are_marked():
     page = html_report("03-qkv", [Pair("<b>ann</b>", "bo & co", (0.5, 1.0), 12, (code, code))], 2, 1)
     assert "<script" not in page and "&lt;script&gt;" in page and "<b>ann" not in page and "&lt;b&gt;ann" in page
     assert page.count("<mark>y = x &lt; 2 &amp; True</mark>") == 2 and "bo &amp; co" in page
+
+
+def test_no_output_replaces_what_it_reads(tmp_path):
+    """--out, or the list of pairs named after it (--out with .csv), never writes over RESULTS'
+    record, a SUBMISSIONS folder or the release notebooks: refused, one line, exit 2."""
+    from autograder.instructor.lms import LmsError
+
+    results, submissions = tmp_path / "RESULTS", tmp_path / "SUBMISSIONS"
+    (submissions / "ann" / ASSIGNMENT).mkdir(parents=True)
+    results.mkdir()
+    (results / "results.json").write_text("[]")
+    (results / "grades.csv").write_text("student_id,assignment,score\n")
+    (tmp_path / "link.html").symlink_to(results / "results.json")
+    before = {p: p.read_bytes() for p in (results / "results.json", results / "grades.csv")}
+    for folder, out, named in [(results, results / "grades.html", "grades.csv"),  # its .csv is grades.csv
+                               (results, tmp_path / "link.html", "results.json"),
+                               (submissions, submissions / "report.html", "SUBMISSIONS"),
+                               (results, tmp_path / "pairs.csv", "the same file as --out")]:
+        with pytest.raises(LmsError, match=named):
+            similarity(folder, ASSIGNMENT, out)
+    result = subprocess.run([sys.executable, "-m", "autograder", "similarity", str(results), "--assignment", ASSIGNMENT,
+                             "--out", str(results / "grades.html")], capture_output=True, text=True)
+    assert result.returncode == 2 and "would overwrite" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (results / "grades.html").exists() and not (submissions / "report.html").exists()

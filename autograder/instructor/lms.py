@@ -21,7 +21,7 @@ feedback comments) or a plain CSV, one row per student. Written answers are grad
 nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
 autograded points and the hand-given ones); without it, the autograder's points, and every
 student whose written answers were not graded yet is named. The score rule (``course_score``,
-used by every sheet, the class report and the service): an answer not graded yet is in neither
+used by every sheet, the class report and the service's exports and distribution): an answer not graded yet is in neither
 the points nor the maximum; an LMS, whose maximum is the whole assignment, gets the points as
 they are (never scaled up). ``export --feedback-zip`` also writes each student's feedback page
 into the LMS's bulk upload of feedback files (``feedback_upload``), named as the LMS reads them

@@ -8,7 +8,7 @@ The web around it (who is asking, the forms' checks, the pages and the JSON API)
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, time as day_start, timezone
 from pathlib import Path
@@ -26,6 +26,8 @@ from . import db as tables
 from .db import Database, Person
 from .policies import Policies
 
+MAX_ID = 2**31 - 1  # submissions' ids: an INTEGER column (PostgreSQL's is 32 bits)
+
 
 @dataclass
 class Limits:
@@ -42,12 +44,14 @@ class Service:
         self.database, self.storage, self.course, self.policies = database, storage, course, policies
         self.grader, self.limits, self.secure_cookies = grader, limits, secure_cookies
         self.notebooks = {a: course.notebooks(a) for a in course.assignments}
-        # grade_id -> the assignment whose notebook has that cell (a notebook says which it is)
-        self.owner_of_cell = {grade_id: (a, nb) for a, nbs in self.notebooks.items() for nb in nbs
-                              for grade_id in course.release_cells(a, nb)}
+        # (assignment, notebook) -> the grade ids of its cells, in the course's order (a notebook says which it is)
+        self.cells_of = {(a, nb): set(course.release_cells(a, nb)) for a, nbs in self.notebooks.items() for nb in nbs}
 
     def own(self, person: Person, submission_id: int) -> tables.Submission:
-        """The submission, if ``person`` may see it (its student, or an instructor); else 404."""
+        """The submission, if ``person`` may see it (its student, or an instructor); else 404 (as
+        for a number beyond the database's integers, which no submission can have)."""
+        if not 0 < submission_id <= MAX_ID:
+            raise HTTPException(404, "no such submission")
         with self.database.session() as db:
             sub = db.get(tables.Submission, submission_id)
         if sub is None or (person.role != tables.INSTRUCTOR and sub.person_id != person.id):
@@ -69,6 +73,8 @@ class Service:
                 return known, False
         if person.role != tables.STUDENT:
             raise HTTPException(403, "only students submit")
+        if any(unicodedata.category(c) in ("Cc", "Cs") for c in filename):  # NUL: no database stores it
+            raise HTTPException(400, f"the file name {filename!r} holds control characters: rename the file")
         if not filename.endswith(".ipynb"):
             raise HTTPException(415, f"{filename!r} is not a notebook: submit the .ipynb file")
         with tempfile.NamedTemporaryFile(suffix=".ipynb") as tmp:
@@ -78,6 +84,8 @@ class Service:
                 notebook = load_notebook(Path(tmp.name))
             except ValueError as err:
                 raise HTTPException(415, str(err)) from err
+            except RecursionError as err:  # JSON's reader gives up where Python's stack would
+                raise HTTPException(400, "the notebook's JSON is nested too deeply to be a notebook") from err
         assignment, notebook_name = self._which(notebook, assignment)
         policy, moment = self.policies[assignment], tables.now()
         late = policy.is_late(moment)
@@ -111,19 +119,27 @@ class Service:
                                                          tables.Submission.idempotency_key == key))
 
     def _which(self, notebook, assignment: str | None) -> tuple[str, str]:
-        """The assignment and notebook: as named, else by the course's cells in the notebook."""
-        if assignment:
-            if assignment not in self.notebooks:
-                raise HTTPException(400, f"unknown assignment {assignment!r}; known: {', '.join(self.notebooks)}")
-            if len(self.notebooks[assignment]) == 1:
-                return assignment, self.notebooks[assignment][0]
-        votes = Counter(self.owner_of_cell.get(grade_id_of(cell)) for cell in notebook.cells)
-        votes.pop(None, None)
-        candidates = [owner for owner, _ in votes.most_common() if not assignment or owner[0] == assignment]
-        if not candidates:
-            raise HTTPException(400, "this notebook has none of the course's cells: name its assignment, "
-                                     "or submit the notebook you downloaded from the course")
-        return candidates[0]
+        """The assignment and notebook whose cells the notebook has most of; where the student
+        named the assignment, it must be among those (a notebook of another assignment, or with
+        none of the course's cells, is refused before it is an attempt). Several with the same
+        cells (one notebook under two names): the one the course lists last, unless named."""
+        if assignment and assignment not in self.notebooks:
+            raise HTTPException(400, f"unknown assignment {assignment!r}; known: {', '.join(self.notebooks)}")
+        grade_ids = {grade_id for cell in notebook.cells if isinstance(grade_id := grade_id_of(cell), str)}
+        shared = {owner: len(grade_ids & cells) for owner, cells in self.cells_of.items()}
+        most = max(shared.values(), default=0)
+        if not most:
+            raise HTTPException(400, "this notebook has none of the course's cells: submit the notebook you "
+                                     "downloaded from the course, with your answers in its cells")
+        fitting = [owner for owner, count in shared.items() if count == most]
+        if not assignment:
+            return fitting[-1]
+        named = [owner for owner in fitting if owner[0] == assignment]
+        if not named:
+            others = ", ".join(dict.fromkeys(a for a, _ in fitting))
+            raise HTTPException(400, f"this notebook is {others}'s (it has {most} of its cells), not {assignment}'s: "
+                                     f"submit your {assignment} notebook, or name the assignment it is")
+        return named[0]
 
     # -- what a person sees -------------------------------------------------------------------
     def view(self, person: Person, sub: tables.Submission) -> dict:

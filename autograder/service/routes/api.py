@@ -18,7 +18,15 @@ IDEMPOTENCY_KEY = "Idempotency-Key"  # attention_checks.submit's header: one key
 @router.post("/submissions", status_code=202)
 async def api_submit(request: Request, service: Served, person: Uploader):
     """202 for a new submission; 200 for an upload already accepted under the same
-    ``Idempotency-Key`` (a client's retry), with what became of it."""
+    ``Idempotency-Key`` (a client's retry), with what became of it.
+
+    No Origin or CSRF check, unlike the forms: another site cannot make a browser send this
+    request as the student. The token is taken only from the ``Authorization`` header
+    (``Uploader``: never the cookie), which a browser adds to no request by itself; a page can
+    set it only with ``fetch``, whose cross-origin request with that header needs a CORS
+    preflight that this service never answers with a yes; and that page would need the student's
+    token, which is the secret itself. ``attention_checks.submit`` runs in the kernel, not in a
+    browser, and sends no ``Origin``."""
     key = request.headers.get(IDEMPOTENCY_KEY)
     if key is not None and not (0 < len(key) <= 64 and key.isascii() and key.isprintable()):
         raise HTTPException(400, f"the {IDEMPOTENCY_KEY} header must be 1 to 64 printable ASCII characters")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.requests import ClientDisconnect
 
 from ..db import one_line
@@ -36,6 +37,20 @@ async def database_down(request: Request, exc: SQLAlchemyError) -> Response:
     return await refused(request, HTTPException(503, DATABASE_DOWN, headers={"Retry-After": "60"}))
 
 
+async def unstorable(request: Request, exc: DataError) -> Response:
+    """A value of the request the database refuses to hold (PostgreSQL: a NUL in a text, a
+    number beyond its integers): the same request can never succeed, so no "try again"."""
+    return await refused(request, HTTPException(400, f"the request holds a value the database cannot store: "
+                                                     f"{one_line(exc)}"))
+
+
+async def invalid(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's own refusal (a path's number that is not one), in one line as every other."""
+    said = "; ".join(f"{'.'.join(map(str, error['loc'][1:])) or error['loc'][0]}: {error['msg']}"
+                     for error in exc.errors())
+    return await refused(request, HTTPException(422, said))
+
+
 async def disk_down(request: Request, exc: OSError) -> Response:
     print(f"autograder serve: {request.method} {request.url.path}: data folder: {exc}", file=sys.stderr)
     return await refused(request, HTTPException(503, DISK_DOWN, headers={"Retry-After": "60"}))
@@ -51,6 +66,7 @@ async def redirect(request: Request, exc: Redirect) -> Response:
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    for error, handler in ((HTTPException, refused), (SQLAlchemyError, database_down), (OSError, disk_down),
-                           (ClientDisconnect, hung_up), (Redirect, redirect)):
+    for error, handler in ((HTTPException, refused), (RequestValidationError, invalid), (DataError, unstorable),
+                           (SQLAlchemyError, database_down), (OSError, disk_down), (ClientDisconnect, hung_up),
+                           (Redirect, redirect)):
         app.add_exception_handler(error, handler)

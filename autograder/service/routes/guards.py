@@ -2,7 +2,12 @@
 
 A person is known by a student's token as ``Authorization: Bearer TOKEN`` (the notebook's
 ``attention_checks.submit``) or by the session cookie a browser gets by logging in with that
-token; each token has a rate limit. Forms posted with the cookie carry the session's CSRF token.
+token; each token has a rate limit.
+
+Every form (logging in, logging out, uploading) refuses a request another site made a browser
+send (``FORM_CHECKS``): the browser's own word on where it comes from (``same_origin``), and a
+CSRF token in the form that only the service's own page can know (``csrf_checked``: the
+session's; before there is a session, the login form's, also held in a cookie, ``login_checked``).
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from typing import Annotated, Callable
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Form, HTTPException, Request
 
@@ -19,6 +25,8 @@ from ..core import Service
 from ..db import Person, WebSession, hash_secret
 
 COOKIE = "autograder_session"
+LOGIN_COOKIE = "autograder_login"  # the login form's CSRF token, before there is a session
+STALE_FORM = "the form is stale or came from another site (CSRF check): reload the page"
 Caller = tuple[Person | None, WebSession | None]
 
 
@@ -109,11 +117,53 @@ def at_browser(role: str | None = None) -> Callable[..., Person]:
     return person
 
 
+def login_limited(request: Request) -> None:
+    """Tries at logging in, by address (no token is known yet; behind a proxy named with
+    ``--trusted-proxy``, the address it forwards), each counted before any check."""
+    request.app.state.login_limiter.check(request.client.host if request.client else "?")
+
+
+def same_origin(request: Request) -> None:
+    """A request a browser sent from another site (or from a sandboxed page: the feedback page's
+    origin is opaque) is refused. Browsers say where a request comes from: ``Sec-Fetch-Site``
+    (every current browser; a header no page can set), else ``Origin``, sent with every cross-site
+    POST and compared with the address asked for (its host: behind the HTTPS proxy the scheme
+    differs). A request with neither is no browser's cross-site request (a script's): the
+    form's CSRF token still has to be right."""
+    site = request.headers.get("sec-fetch-site")
+    origin = request.headers.get("origin")
+    if site is not None:
+        allowed = site in ("same-origin", "none")  # "none": the person's own doing (a bookmark)
+    else:
+        allowed = origin is None or urlsplit(origin).netloc == request.headers.get("host")
+    if not allowed:
+        raise HTTPException(403, f"a form sent from another site ({origin or site}) is refused: "
+                                 "use the service's own page")
+
+
+def _same_secret(sent: str, kept: str | None) -> bool:
+    """Compared in constant time (no timing tells how much of a guess was right)."""
+    return bool(sent and kept) and hmac.compare_digest(sent.encode(), kept.encode())
+
+
 def csrf_checked(asking: Asking, csrf: str = Form("")) -> None:
-    """The form came from one of the session's own pages: its CSRF token, compared in constant time."""
+    """The form came from one of the session's own pages: the session's CSRF token."""
     session = asking[1]
-    if session is None or not csrf or not hmac.compare_digest(csrf.encode(), session.csrf_token.encode()):
-        raise HTTPException(403, "the form is stale or came from another site (CSRF check): reload the page")
+    if session is None or not _same_secret(csrf, session.csrf_token):
+        raise HTTPException(403, STALE_FORM)
+
+
+def login_checked(request: Request, csrf: str = Form("")) -> None:
+    """The login form came from the service's own login page: its token, also in the cookie that
+    page set (a double-submit token; another site can post a form but can neither read nor set
+    this host's cookie, and a sibling site that could set one is refused by ``same_origin``).
+    Without it, another site could log a student into the attacker's account, whose next upload
+    would then land there."""
+    if not _same_secret(csrf, request.cookies.get(LOGIN_COOKIE)):
+        raise HTTPException(403, STALE_FORM)
+
+
+FORM_CHECKS = [Depends(same_origin), Depends(csrf_checked)]  # the forms of a logged-in session
 
 
 instructor_only = signed_in(tables.INSTRUCTOR)

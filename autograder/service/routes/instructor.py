@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from autograder.instructor.class_report import class_reports, render_page
+from autograder.instructor.lms import Score
 
 from ..db import Person
 from .guards import InstructorBrowser, Served, instructor_only
@@ -35,7 +36,7 @@ def instructor_page(request: Request, service: Served, person: InstructorBrowser
     assignment = assignment if assignment in service.notebooks else service.course.assignments[0]
     rows = service.class_table(assignment)
     best = [r["best"] for r in rows if r["best"] is not None]
-    distribution = score_distribution([s.score for s in best], best[0].max_score) if best else []
+    distribution = score_distribution([Score(s.score, s.max_score).share for s in best], 1.0) if best else []
     return page(request, "instructor.html", person, assignment=assignment, rows=rows,
                 assignments=service.course.assignments, distribution=distribution, graded=len(best),
                 policy=service.policies[assignment])

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request, UploadFile
+from fastapi import APIRouter, Form, HTTPException, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from .guards import Anyone, Browser, Served, StudentBrowser, csrf_checked
+from .guards import FORM_CHECKS, Anyone, Browser, Served, StudentBrowser
 from .pages import MATHJAX, page
 
 router = APIRouter()
@@ -27,7 +27,7 @@ def student_page(request: Request, service: Served, person: StudentBrowser):
     return page(request, "student.html", person, submissions=views, policies=policies, error="")
 
 
-@router.post("/upload", dependencies=[Depends(csrf_checked)])
+@router.post("/upload", dependencies=FORM_CHECKS)
 async def upload(service: Served, person: StudentBrowser, file: UploadFile,
                  assignment: Annotated[str, Form()] = ""):
     sub, _ = await run_in_threadpool(service.accept, person, await file.read(), file.filename or "",
