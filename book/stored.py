@@ -1,10 +1,13 @@
 """What the book computes while it is built, read back as data.
 
 The models of chapters 08 to 10 are trained, and the experiments that need working versions of
-graded functions are run, by ``python -m coursebuild.models`` (which ``make site`` runs first),
-from code that is not published; the results are files in book/data/ (PyTorch's ``torch.save``
-of tensors, numbers and texts, loaded with ``weights_only=True``: data, never code). A chapter
-reads them with ``load``; in Colab its setup cell downloads them beside the notebook.
+graded functions are run, by ``python -m coursebuild.models`` (which ``make site`` runs first);
+the results are files in book/data/ (PyTorch's ``torch.save`` of tensors, numbers and texts,
+loaded with ``weights_only=True``: data, never code). A chapter reads them with ``load``; in Colab
+its setup cell downloads them beside the notebook. The pages show that code in their answer cells
+(tagged ``answers:<assignment>``, run again where the book shows them), which the students'
+edition of a for-credit course withholds until the deadline: every other cell of a page draws
+from these files, so that the page builds with or without its answer cells.
 """
 from __future__ import annotations
 

@@ -8,20 +8,27 @@ when one solution line is planted, what the distribution holds, a released noteb
 in a fresh environment (it installs the wheel from a local folder standing in for the release,
 offline, then passes every visible test with the model solution pasted), and last the site,
 built from a copy of the distribution alone and scanned too. The distribution and its site are
-made in the background as the session begins (tests/head_start.py).
+made in the background as the session begins (tests/head_start.py). The book's answer cells
+(tagged answers:<assignment>) are in the self-study book and not in the distribution, unless their
+assignment is revealed; publish refuses a reveal of no assignment, and a sandbox its scan cannot
+run in, before it writes anything.
 """
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import subprocess
+import sys
 import zipfile
+from collections import Counter
 
 import nbformat
 import pytest
 import yaml
 
-from autograder.instructor import publish
+from autograder.instructor import functional, publish
 
 from autograder.grading import release
 from classroom import REPO, reference_code
@@ -55,6 +62,13 @@ def test_no_file_of_the_distribution_holds_a_line_of_a_model_solution_or_a_hidde
     assert {where.split("/")[0] for where in secrets.values()} == set(release.find_assignments(REPO / "solutions"))
     files = {str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file()}
     assert report.files == len(files) and f"dist/{release.read_setting().wheel}" in files - set(report.binary)
+    # with every graded chapter unrevealed: each answer cell of the book a note, none left
+    for page in sorted((REPO / "book").glob("*.md")):
+        cells = publish.answer_cells(page)
+        assert publish.answer_cells(dist / "book" / page.name) == [], page.name
+        assert (dist / "book" / page.name).read_text().count("This cell shows the model solution of") == len(cells)
+    for assignment in ("08-decoder", "10-positions-and-generation"):
+        assert re.search(rf"the book's answers of {assignment}: \d+ cells withheld", run.stdout), run.stdout
 
 
 def test_one_planted_solution_line_fails_the_scan(published, tmp_path):
@@ -200,3 +214,87 @@ def test_the_site_builds_from_the_distribution_alone_and_holds_none_either(publi
     report = _scan(copy)
     assert report.hits == [], _hits(report)
     assert any(name.endswith(".png") for name in report.binary)  # figures: read as bytes, scanned too
+
+
+def _answer_cells(book) -> dict[str, list]:
+    return {page.name: publish.answer_cells(page) for page in sorted(book.glob("*.md"))}
+
+
+def test_the_books_answer_cells_are_withheld_until_their_assignment_is_revealed(tmp_path):
+    """On a copy of the book's pages, in-process: every cell tagged answers:<assignment> becomes a
+    note, except those of a revealed assignment; the pages stay pages that myst-nb reads; a tag
+    that names no assignment stops publish."""
+    from myst_nb.core.read import read_myst_markdown_notebook
+
+    book = tmp_path / "book"
+    book.mkdir()
+    for page in (REPO / "book").glob("*.md"):
+        shutil.copy2(page, book / page.name)
+    shown = _answer_cells(book)
+    count = Counter(a for cells in shown.values() for cell in cells for a in cell.assignments)
+    assert count["08-decoder"] >= 4 and count["10-positions-and-generation"] >= 6, count
+    known = release.find_assignments(REPO / "solutions")
+
+    withheld = publish.withhold_answers(book, known, frozenset({"08-decoder"}))
+    assert {a: len(cells) for a, cells in withheld.items()} == {a: n for a, n in count.items() if a != "08-decoder"}
+    left = _answer_cells(book)
+    assert [c.assignments for c in left["08-decoder.md"]] == [c.assignments for c in shown["08-decoder.md"]]
+    assert left["10-positions-and-generation.md"] == []
+    page = (book / "10-positions-and-generation.md").read_text()
+    assert page.count("This cell shows the model solution of `10-positions-and-generation`") == \
+        count["10-positions-and-generation"]
+    assert "class CharGPT" not in page and "def beam_search" not in page and "def apply_rope" not in page
+    cells = read_myst_markdown_notebook(page).cells
+    assert [c for c in cells if c.cell_type == "code"] and not [
+        c for c in cells if any(str(t).startswith("answers:") for t in c.metadata.get("tags", []))]
+
+    publish.withhold_answers(book, known, frozenset())  # nothing revealed: nothing left
+    assert all(cells == [] for cells in _answer_cells(book).values())
+    (book / "typo.md").write_text("# A page\n\n```{code-cell} ipython3\n:tags: [answers:08-decodr]\n\nx = 1\n```\n")
+    with pytest.raises(publish.PublishError, match="book/typo.md:3: answers:08-decodr"):
+        publish.withhold_answers(book, known, frozenset())
+
+
+def test_a_revealed_assignments_answers_are_left_out_of_both_scans():
+    """Its answer cells are published on purpose: the scans look for every other assignment's."""
+    every = publish.secret_lines(REPO / "solutions", REPO / "exercises")
+    revealed = publish.secret_lines(REPO / "solutions", REPO / "exercises", frozenset({"08-decoder"}))
+    assert any(where.startswith("08-decoder/") for where in every.values())
+    assert revealed == {line: where for line, where in every.items() if not where.startswith("08-decoder/")}
+    graded = set(functional.hidden_cases(REPO / "solutions"))
+    left = set(functional.hidden_cases(REPO / "solutions", frozenset({"08-decoder"})))
+    assert graded - left == {"DecoderLayer", "Decoder", "Transformer", "shift_right", "greedy_decode"}
+
+
+def _publish_command(tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograder", "publish", str(tmp_path / "dist"), *args],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_a_reveal_that_names_no_assignment_is_refused_before_anything_is_written(tmp_path):
+    run = _publish_command(tmp_path, "--reveal", "08-decoder", "--reveal", "08-decodr")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "--reveal 08-decodr: no such assignment" in run.stderr and "10-positions-and-generation" in run.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+def test_publish_stops_before_building_anything_when_its_scan_cannot_run(tmp_path):
+    """No bubblewrap on the PATH: publish says so and exits 2 before it writes or builds anything
+    (it used to fail after the site's build, minutes later)."""
+    env = {**os.environ, "PATH": str(tmp_path / "nothing-here")}
+    run = _publish_command(tmp_path, "--site", env=env)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "the functional scan cannot run, so nothing was written" in run.stderr and "bubblewrap" in run.stderr
+    assert not (tmp_path / "dist").exists()
+
+
+def _page_text(page) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(errors="replace")))
+
+
+def test_the_self_study_book_shows_the_answer_cells_and_the_students_edition_does_not(site, published_site):
+    for page, answer in [("08-decoder", "def greedy_decode(model, src, start_token, max_len)"),
+                         ("10-positions-and-generation", "class CharGPT(nn.Module)")]:
+        own, students = _page_text(site / "book" / f"{page}.html"), _page_text(published_site / "book" / f"{page}.html")
+        assert answer in own and "This cell shows the model solution of" not in own, page
+        assert answer not in students and f"This cell shows the model solution of {page}" in students, page
