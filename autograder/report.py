@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import replace
 from itertools import groupby
 from math import fsum
@@ -62,6 +63,41 @@ def csv_text(header: list[str], rows) -> str:
     return buffer.getvalue()
 
 
+# The course's MathJax (tools/web_assets.py installs it, from npm), for the feedback pages written
+# here, which are opened from these files (no CDN): a copy beside them, feedback/.mathjax/ (no
+# student's folder starts with a dot), that each page loads with the service's configuration (TeX,
+# and MathJax's Safe extension). Its SVG output: the glyphs are in the script itself, so no web
+# font is fetched (a browser may refuse those to a page opened from a file).
+WEB_ASSETS = Path(os.environ.get("COURSE_WEB_ASSETS") or Path(sys.prefix) / "share" / "course-web-assets")
+MATH_FOLDER = ".mathjax"
+MATH_FILES = ("tex-svg.js", "ui/safe.js", "input/tex/extensions", "LICENSE")  # what the pages load, by demand
+MATH_CONFIG = Path(__file__).parent / "service" / "static" / "mathjax-config.js"
+PAGE_MATH = (f'<script src="../../{MATH_FOLDER}/mathjax-config.js"></script>'  # from <student>/<assignment>/
+             f'<script src="../../{MATH_FOLDER}/tex-svg.js"></script>')
+
+
+def _copy_mathjax(feedback: Path) -> bool:
+    """The course's MathJax copied into ``feedback``/.mathjax; False where it is not installed
+    (the pages then show their math as TeX, and this says so)."""
+    mathjax = WEB_ASSETS / "mathjax"
+    if not (MATH_CONFIG.is_file() and all((mathjax / name).exists() for name in MATH_FILES)):
+        print(f"note: the course's MathJax is not in {mathjax} (python tools/web_assets.py installs it): "
+              "the feedback pages show their math as TeX", file=sys.stderr)
+        return False
+    for name in MATH_FILES:
+        source, copy = mathjax / name, feedback / MATH_FOLDER / name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if source.is_dir() else shutil.copyfile)(source, copy)
+    shutil.copyfile(MATH_CONFIG, feedback / MATH_FOLDER / "mathjax-config.js")
+    return True
+
+
+def _with_math(page: str) -> str:
+    """``page`` loading the copy of MathJax, at the end of its body (after the page's own content)."""
+    before, end, after = page.rpartition("</body>")
+    return before + PAGE_MATH + end + after if end else page + PAGE_MATH
+
+
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8", errors=NAMES_AS_ON_DISK)
@@ -86,13 +122,15 @@ class ResultsWriter:
         for staging in (self.staging, self.autograded):
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
+        self.math = _copy_mathjax(self.staging)
 
     def add(self, result: NotebookResult, feedback_html: str | None) -> None:
         result = replace(result, late=(result.student_id, result.assignment) in self.late)
         folder = Path(result.student_id, result.assignment)
         target = self.staging / folder / f"{result.notebook}.html"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(feedback_html or _status_page(result), encoding="utf-8", errors=NAMES_AS_ON_DISK)
+        page = (_with_math(feedback_html) if self.math else feedback_html) if feedback_html else _status_page(result)
+        target.write_text(page, encoding="utf-8", errors=NAMES_AS_ON_DISK)
         if result.autograded:  # written now, not kept: a class's notebooks would fill the memory
             target = self.autograded / folder / f"{result.notebook}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -81,6 +81,7 @@ PAGE_REPORT = """(() => {
         scripts: [...document.scripts].filter(s => s.text.includes("PWNED")).length,
         bold_outputs: [...document.querySelectorAll(".output_html b")].map(b => b.textContent),
         text: document.body.innerText,
+        setup_cell: [...document.querySelectorAll("details.setup-cell")].map(d => d.textContent).join(""),  // folded
     };
 })()"""
 
@@ -246,7 +247,7 @@ def test_a_feedback_page_runs_none_of_the_students_scripts(graded, chromium):
     assert ran == [] and report["handlers"] == [] and report["js_urls"] == [] and report["frames"] == 0, report
     assert report["scripts"] == 0
     # The course's own content: its instructions, the setup cell's output, each test's verdict.
-    assert "Assignment 03" in report["text"] and "tests run on" in report["text"]
+    assert "Assignment 03" in report["text"] and "tests run on" in report["setup_cell"]
     verdicts = [t["message"].splitlines()[0] for t in results.notebooks[("scripts", ASSIGNMENT)]["tests"]
                 if not t.get("manual")]  # a written answer's page says "graded by hand later" (test_feedback)
     assert verdicts and all(v in report["text"] for v in verdicts)

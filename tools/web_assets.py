@@ -42,9 +42,11 @@ PACKAGES: dict[str, dict] = {
         "dest": "mathjax",
         # The combined component Sphinx loads, plus the pieces it loads on demand
         # (TeX extensions, CHTML fonts, menu, accessibility, speech rules); not latest.js,
-        # which would fetch "the latest MathJax" from a CDN.
+        # which would fetch "the latest MathJax" from a CDN. And tex-svg.js, whose glyphs are in
+        # the script itself: the feedback pages `grade` writes are opened from files, where a
+        # browser may refuse CHTML's web fonts (autograder/report.py copies it beside them).
         "keep": ["es5", "LICENSE", "package.json"],
-        "drop": ["es5/latest.js", "es5/node-main.js", "es5/mml-svg.js", "es5/tex-mml-svg.js", "es5/tex-svg.js",
+        "drop": ["es5/latest.js", "es5/node-main.js", "es5/mml-svg.js", "es5/tex-mml-svg.js",
                  "es5/tex-svg-full.js", "es5/tex-chtml-full.js", "es5/tex-chtml-full-speech.js",
                  "es5/output/svg", "es5/output/svg.js"],
         "strip": "es5",  # es5/tex-mml-chtml.js -> mathjax/tex-mml-chtml.js
@@ -95,7 +97,10 @@ def tests_dir() -> Path:
 
 
 def stamp_text(packages: dict[str, dict] = PACKAGES) -> str:
-    return json.dumps({name: spec["version"] for name, spec in packages.items()}, sort_keys=True) + "\n"
+    """What an installation holds: each package's version and the files chosen from it (a new choice
+    installs again)."""
+    return json.dumps({name: {key: spec[key] for key in ("version", "keep", "drop", "strip")}
+                       for name, spec in packages.items()}, sort_keys=True) + "\n"
 
 
 def is_installed(target: Path, packages: dict[str, dict] = PACKAGES) -> bool:

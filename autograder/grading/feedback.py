@@ -45,7 +45,8 @@ from nbconvert.preprocessors.sanitize import SanitizeHTML
 from nbgrader.preprocessors import GetGrades, NbGraderPreprocessor
 from traitlets import Unicode, default
 
-from autograder.cells import BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_course_cell, is_written_answer
+from autograder.cells import (BEGIN_HIDDEN_TESTS, END_HIDDEN_TESTS, grade_id_of, is_course_cell, is_test_cell,
+                              is_written_answer)
 from autograder.grading.exporters import ValidatedAfterKernel
 
 NO_ALT = re.compile(r"<img(?![^>]*\salt=)", re.IGNORECASE)
@@ -108,6 +109,16 @@ class GetGradesAndPending(GetGrades):
 def awaiting_a_person(cell) -> bool:
     """The template's test: a written answer that no person has graded yet."""
     return bool(cell.get("metadata", {}).get(PENDING))
+
+
+# The setup cell: the course's code cell that imports the checks (release.py's install line is in it)
+IMPORTS_THE_CHECKS = re.compile(r"^\s*(from|import) attention_checks\b", re.MULTILINE)
+
+
+def setup_cell(cell) -> bool:
+    """The template's test: the course's setup cell, which the page folds."""
+    return cell.get("cell_type") == "code" and is_course_cell(cell) and not is_test_cell(cell) \
+        and bool(IMPORTS_THE_CHECKS.search(cell.get("source", "")))
 
 
 def _image_sizes(metadata: dict) -> dict:
@@ -227,6 +238,7 @@ class FeedbackExporter(ValidatedAfterKernel, HTMLExporter):
         environment = super()._create_environment()
         environment.bytecode_cache = self.compiled_templates
         environment.tests["awaiting_a_person"] = awaiting_a_person
+        environment.tests["setup_cell"] = setup_cell
         environment.filters["points"] = _points
         return environment
 
