@@ -4,6 +4,7 @@ says what to do, not the installer's code. A test cell run where the setup cell 
 ran (a restarted runtime), says to run it."""
 from __future__ import annotations
 
+import socket
 import time
 
 import nbformat
@@ -16,13 +17,12 @@ from autograder.layout import EXERCISES_DIR
 pytestmark = pytest.mark.slow  # runs a kernel
 
 
-def offline_setup_cell() -> str:
-    """A setup cell of the released form whose checks cannot be installed."""
+def offline_setup_cell(url: str = "http://127.0.0.1:9/attention_checks-9.9.9-py3-none-any.whl") -> str:
+    """A setup cell of the released form whose checks cannot be installed: by default nothing
+    answers (a closed port on this machine: the connection is refused)."""
     return release.FALLBACK.format(
-        # offline: nothing answers (a closed port on this machine: the connection is refused)
-        requirement="attention-checks @ http://127.0.0.1:9/attention_checks-9.9.9-py3-none-any.whl",
-        version="9.9.9", index="", sha256="", repository="https://course.invalid/attention-from-scratch",
-        distribution="attention-checks")
+        requirement=f"attention-checks @ {url}", version="9.9.9", index="", sha256="",
+        repository="https://course.invalid/attention-from-scratch", distribution="attention-checks")
 
 
 def released_test_cells() -> list:
@@ -59,6 +59,27 @@ def test_the_setup_cell_offline_fails_within_5_seconds_with_one_paragraph(tmp_pa
     assert "127.0.0.1" in paragraph and "\x1b" not in paragraph  # pip's reason, without its colours
     assert "git clone https://course.invalid/attention-from-scratch" in paragraph and "subprocess" not in paragraph
     assert seconds < 5, f"the setup cell took {seconds:.1f} s to fail offline"
+
+
+def test_the_setup_cell_keeps_pips_reason_whole_however_long_pips_lines(tmp_path, monkeypatch):
+    """Offline where no name resolves (a runtime without network): the paragraph keeps the system's
+    reason as pip gives it, e.g. "[Errno -2] Name or service not known", after a release URL as long
+    as a fork's. (The cell run in this process: no kernel needed to read its message.)"""
+    host = "checks.invalid"  # a name that never resolves (RFC 2606)
+    try:
+        socket.getaddrinfo(host, 80)
+        pytest.skip(f"{host} resolves here: this resolver answers every name")
+    except socket.gaierror as error:
+        reason = error.strerror  # "Name or service not known", "Temporary failure in name resolution", ...
+    url = f"https://{host}/a-teaching-assistants-fork/attention-from-scratch/releases/download/v9.9.9/" \
+          "attention_checks-9.9.9-py3-none-any.whl"
+    monkeypatch.chdir(tmp_path)  # no attention_checks above it: the cell installs
+    with pytest.raises(ImportError) as failed:
+        exec(compile(offline_setup_cell(url), "<setup cell>", "exec"), {})
+    paragraph = str(failed.value)
+    assert paragraph.startswith("Could not install the course's check helpers 9.9.9 with pip (")
+    assert f"{reason})" in paragraph and host in paragraph, paragraph
+    assert len(paragraph) < 1500, paragraph  # pip's lines shortened, not the whole of its output
 
 
 def test_a_test_cell_run_before_the_setup_cell_says_to_run_it(tmp_path):

@@ -55,10 +55,13 @@ else:
                           *(["--index-url", INDEX] if INDEX else []), "-r", str(pinned)],
                          capture_output=True, text=True)
     if pip.returncode != 0:  # without colours, the boxes before a line, or the hints
-        said = [re.sub(r"^\\W+", "", line) for line in re.sub(r"\\x1b\\[[0-9;]*m", "", pip.stderr).splitlines()
+        said = [re.sub(r"^[^\\w\\[(]+", "", line) for line in re.sub(r"\\x1b\\[[0-9;]*m", "", pip.stderr).splitlines()
                 if line.strip() and not line.startswith("hint:")]  # "ERROR: ...", pip's own words
-        why = (said[-1:] if "Traceback" in pip.stderr else said[:3]) or ["no message"]  # a crash: its last line
-        why = " ".join(why)[:300]
+        why = said[-1:] if "Traceback" in pip.stderr else said[:3]  # a crash: its last line
+        # and the line that says why, whole: the system's reason ("[Errno -2] Name or service not known")
+        why += [line for line in said if "[Errno" in line and line not in why][-1:]
+        # a long line (a URL, a reason wrapped in exceptions) keeps its start and its end, where the reason is
+        why = " ".join(line if len(line) <= 200 else line[:80] + " ... " + line[-115:] for line in why) or "no message"
         failed = ImportError(
             f"Could not install the course's check helpers {{VERSION}} with pip ({{why}}). "
             "The tests in this notebook need them. If this runtime is offline, connect it and run "
