@@ -82,10 +82,10 @@ class Service:
             tmp.flush()
             try:
                 notebook = load_notebook(Path(tmp.name))
-            except ValueError as err:
+            except (ValueError, RecursionError) as err:  # JSON's reader, or nbformat's, gives up past Python's stack
+                if RecursionError in (type(err), type(err.__cause__)):
+                    raise HTTPException(400, "the notebook's JSON is nested too deeply to be a notebook") from err
                 raise HTTPException(415, str(err)) from err
-            except RecursionError as err:  # JSON's reader gives up where Python's stack would
-                raise HTTPException(400, "the notebook's JSON is nested too deeply to be a notebook") from err
         assignment, notebook_name = self._which(notebook, assignment)
         policy, moment = self.policies[assignment], tables.now()
         late = policy.is_late(moment)
