@@ -21,9 +21,9 @@ feedback comments) or a plain CSV, one row per student. Written answers are grad
 nbgrader's formgrader: with ``--gradebook`` the grade is nbgrader's final score there (the
 autograded points and the hand-given ones); without it, the autograder's points, and every
 student whose written answers were not graded yet is named. The score rule (``course_score``,
-used by every sheet, the class report and the service's exports and distribution): an answer not graded yet is in neither
-the points nor the maximum; an LMS, whose maximum is the whole assignment, gets the points as
-they are (never scaled up). ``export --feedback-zip`` also writes each student's feedback page
+used by every sheet, the class report and the service's exports and distribution): an answer
+not graded yet is in neither the points nor the maximum; an LMS, whose maximum is the whole
+assignment, gets the points as they are (never scaled up). ``export --feedback-zip`` also writes each student's feedback page
 into the LMS's bulk upload of feedback files (``feedback_upload``), named as the LMS reads them
 back (``Lms.feedback_name``), each name made safe (``_name_part``).
 """
@@ -825,12 +825,13 @@ class Moodle(Lms):
     def feedback_name(self, row, notebook, uploads):
         # "Upload multiple feedback files in a zip" reads each folder name of a path as the download
         # writes it, <name>_<participant id>_<plugin type>_<plugin>, and gives the file to that participant.
-        if not row.student.lms_id.isdigit():
+        if not (row.student.lms_id.isascii() and row.student.lms_id.isdigit()):
             raise NoUploadName(f"no Moodle participant id (student id {row.student.student_id}): export with "
                                "--roster, Moodle's grading worksheet or collect's students.csv")
         plugin = f"_{row.student.lms_id}_assignsubmission_file"
         page = _name_part(notebook, NOTEBOOK_BYTES, "notebook") + FEEDBACK_SUFFIX
-        return f"{_name_part(row.student.name.replace('_', ' '), NAME_BYTES - _bytes(plugin), 'Participant')}{plugin}/{page}"
+        name = _name_part(row.student.name.replace("_", " "), NAME_BYTES - _bytes(plugin), "Participant")
+        return f"{name}{plugin}/{page}"
 
 
 FEEDBACK_SUFFIX = "-feedback.html"
@@ -849,7 +850,8 @@ def _name_part(text: str, room: int, fallback: str) -> str:
     or space at either end (so never "." or ".."), at most ``room`` bytes of UTF-8 (whole characters,
     cut at the end); ``fallback`` where nothing is left."""
     spaced = "".join(" " if c.isspace() else c for c in unicodedata.normalize("NFC", text))  # a line break too
-    kept = "".join(c for c in spaced if c not in _REFUSED_CHARACTERS and unicodedata.category(c) not in _REFUSED_CATEGORIES)
+    kept = "".join(c for c in spaced
+                   if c not in _REFUSED_CHARACTERS and unicodedata.category(c) not in _REFUSED_CATEGORIES)
     cut = kept.encode("utf-8")[:max(0, room)].decode("utf-8", errors="ignore")
     return " ".join(cut.split()).strip(" .") or fallback
 
