@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -165,3 +166,77 @@ def test_widget_cells_run_with_colabs_ipywidgets_7(tmp_path):
                           "tests/test_checks_softmax_scaling.py", "-k", "widget_cells_run_headless and 7.7.1"],
                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "IPYWIDGETS7_PATH": str(target)})
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------
+# the student distribution's `make lab`
+
+
+def student_distribution(tmp_path: Path) -> Path:
+    """The student distribution's Makefile and the files it includes, in ``tmp_path``, with a
+    .venv whose python and jupyter are this environment's (installed: its stamp is the newest)."""
+    shutil.copy(ROOT / "autograder" / "instructor" / "student" / "Makefile", tmp_path)
+    for name in ("requirements.txt", "pyproject.toml"):
+        shutil.copy(ROOT / "autograder" / "instructor" / "student" / name, tmp_path)
+    (tmp_path / "tools").mkdir()
+    for name in ("venv.mk", "system-packages.sh", "web_assets.py"):
+        shutil.copy(ROOT / "tools" / name, tmp_path / "tools")
+    (tmp_path / "exercises").mkdir()
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("python", "jupyter"):  # scripts, not links: a link would lose this venv's packages
+        (bin_dir / tool).write_text(f'#!/bin/sh\nexec "{Path(sys.executable).parent / tool}" "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    (tmp_path / ".venv" / ".installed").touch()
+    return tmp_path
+
+
+def test_make_lab_starts_jupyterlab_as_root_too(tmp_path):
+    """JupyterLab refuses root without --allow-root: `make lab` says it where it runs as root (a
+    container, a lab server), and only there. The real server is started, then stopped."""
+    folder = student_distribution(tmp_path)
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    lab = subprocess.Popen(["make", "lab", "LAB_ARGS=--no-browser --port=0"], cwd=folder, env=env, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    said = []
+    try:
+        for line in lab.stdout:  # until the server says where it runs, or exits
+            said.append(line)
+            if "is running at" in line:
+                break
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)
+        lab.wait(timeout=30)
+    command = said[0]
+    assert command.startswith(".venv/bin/jupyter lab exercises/"), said
+    assert ("--allow-root" in command) == (os.geteuid() == 0), command
+    assert any("is running at" in line for line in said), "".join(said[-20:])
+
+
+def test_make_checks_that_pytorch_is_the_cpu_build_asked_for(tmp_path):
+    """The student distribution asks for PyTorch's CPU build; pip also reads this machine's pip
+    configuration, which may offer a CUDA build: the install checks the build it got (this
+    environment's torch is the CPU build; a CUDA build is a stand-in module with torch's version
+    attributes), and stops with what to do."""
+    folder = student_distribution(tmp_path)
+    recipe = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=folder, capture_output=True, text=True).stdout
+    steps = recipe.splitlines()
+    check = steps.index('.venv/bin/python -c "$TORCH_CPU_CHECK"')
+    assert "torch-wheel/*.whl" in steps[check - 2] and steps[-1] == "touch .venv/.installed", recipe
+
+    cpu = subprocess.run(["make", "check-torch"], cwd=folder, capture_output=True, text=True)
+    assert cpu.returncode == 0 and "the CPU build, as asked" in cpu.stdout, cpu.stdout + cpu.stderr
+
+    cuda = tmp_path / "cuda-build" / "torch"
+    cuda.mkdir(parents=True)
+    (cuda / "__init__.py").write_text('__version__ = "2.5.1+cu124"\nclass version:\n    cuda, hip = "12.4", None\n')
+    wrong = subprocess.run(["make", "check-torch"], cwd=folder, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(cuda.parent)})
+    assert wrong.returncode != 0
+    assert ("PyTorch's CPU build was asked for (TORCH_INDEX=https://download.pytorch.org/whl/cpu), but pip "
+            "installed torch 2.5.1+cu124, built for CUDA 12.4") in wrong.stderr, wrong.stderr
+    assert "TORCH=torch==2.5.1+cpu" in wrong.stderr and "pip config list" in wrong.stderr
+
+    gpu = subprocess.run(["make", "check-torch", "TORCH_INDEX="], cwd=folder, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(cuda.parent)})
+    assert gpu.returncode == 0 and "no particular build" in gpu.stdout  # a GPU build asked for: nothing to check

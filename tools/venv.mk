@@ -9,7 +9,26 @@ UV_PIP = $(BIN)/uv pip install --quiet --python $(BIN)/python
 # into the venv, copied into _build/html/_static by book/_ext/offline_assets.py; needs npm once.
 WEB_ASSETS = $(VENV)/share/course-web-assets/.installed
 
-.PHONY: setup python-env system-packages
+# Where PyTorch's CPU build is asked for (TORCH_INDEX is one of pytorch.org's CPU indexes, the
+# student distribution's default), the build installed is checked: pip also reads this machine's
+# pip configuration (find-links, extra indexes), which may offer a CUDA or ROCm build instead.
+TORCH_CPU_ASKED = $(findstring /cpu,$(TORCH_INDEX))
+define TORCH_CPU_CHECK
+import sys, torch
+built_for = f"CUDA {torch.version.cuda}" if torch.version.cuda else f"ROCm {torch.version.hip}" if torch.version.hip else ""
+if built_for:
+    version = torch.__version__.split("+")[0]
+    sys.exit(f"make: PyTorch's CPU build was asked for (TORCH_INDEX=$(TORCH_INDEX)), but pip installed torch "
+             f"{torch.__version__}, built for {built_for}: this machine's pip configuration (pip config list, "
+             "PIP_* variables: find-links, extra indexes) offered it. Name the CPU build (TORCH=torch=="
+             f"{version}+cpu), or leave that configuration out (PIP_CONFIG_FILE=/dev/null make ...); for this "
+             "GPU build, say TORCH_INDEX= .")
+print(f"PyTorch {torch.__version__}: the CPU build, as asked")
+endef
+export TORCH_CPU_CHECK
+CHECK_TORCH = $(if $(TORCH_CPU_ASKED),$(BIN)/python -c "$$TORCH_CPU_CHECK",@echo "no particular build of PyTorch asked for")
+
+.PHONY: setup python-env system-packages check-torch
 
 setup: system-packages $(VENV)/.installed $(WEB_ASSETS)
 python-env: $(VENV)/.installed
@@ -31,10 +50,15 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	$(UV_PIP) --compile-bytecode $(VENV)/torch-wheel/*.whl
 	rm -rf $(VENV)/torch-wheel
+	$(CHECK_TORCH)
 	$(UV_PIP) --compile-bytecode -r requirements.txt
 	# `python -m autograder` (in the repository) and the check helpers, for Jupyter started anywhere
 	$(UV_PIP) --no-deps --editable .
 	touch $@
+
+# The installed PyTorch: the CPU build, where that was asked for (the install checks it too)
+check-torch:
+	$(CHECK_TORCH)
 
 $(WEB_ASSETS): tools/web_assets.py $(VENV)/.installed | system-packages
 	$(BIN)/python tools/web_assets.py
