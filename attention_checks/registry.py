@@ -163,9 +163,11 @@ class Check:
         # course's repository), else by the answers published as data for the visible cases (published)
         from .answers.judging import judge
 
+        from .allowlist import uses_outside
+
         devices = [str(like.device) if like is not None else "cpu" for like in probed.likes]
-        return judge(self, cases, probed.outcomes, points=points, forbidden=probed.forbidden,
-                     devices=devices).deliver()
+        return judge(self, cases, probed.outcomes, points=points,
+                     forbidden=[*probed.forbidden, *uses_outside(student)], devices=devices).deliver()
 
 
 REGISTRY: dict[str, Check] = {}  # function name (check_...) -> check
@@ -179,9 +181,11 @@ def declare(check: Check) -> Check:
     return check
 
 
-# The package's own machinery, submit (how a notebook hands itself in to a submission service)
-# and published (the visible cases' answers as data); every other module of the package declares an assignment's checks.
-MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit", "published"}
+# The package's own machinery, submit (how a notebook hands itself in to a submission service),
+# published (the visible cases' answers as data) and allowlist (what graded code may use); every
+# other module of the package declares an assignment's checks.
+MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit", "published",
+             "allowlist"}
 
 
 def check_modules() -> list[str]:

@@ -3,10 +3,12 @@
 Each attack is an honest submission (its *twin*: the reference solution, or a wrong
 one) plus a cheat or a breakage. The grade must be what the twin honestly earns
 (``equal``), or no more than that (``at_most``): a cheat never adds points, and a
-breakage only costs the attacker.
+breakage only costs the attacker. A cheat that uses what no cell may use (outside the
+allowlist, attention_checks.allowlist) earns nothing at all.
 """
 from __future__ import annotations
 
+import ast
 import json
 import textwrap
 from dataclasses import dataclass, field
@@ -15,7 +17,9 @@ from typing import Callable
 
 import nbformat
 import pytest
+from IPython.core.inputtransformer2 import TransformerManager
 
+from attention_checks.allowlist import Reader
 from classroom import REPO, Results, grade, make_submission, reference_code, tree_digest
 
 pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
@@ -40,6 +44,15 @@ class Attack:
     expect: str = "equal"  # or "at_most"
     status: str | tuple[str, ...] = "ok"  # the status, or the statuses that may come out
     extra_files: dict[str, str] = field(default_factory=dict)
+
+
+def reaches_past_the_allowlist(cheat: str) -> bool:
+    """Whether code in a student's cell uses what no cell may (attention_checks.allowlist)."""
+    try:
+        tree = ast.parse(TransformerManager().transform_cell(cheat))
+    except SyntaxError:
+        return False
+    return bool(Reader([tree]).anywhere())
 
 
 def _cells(nb: dict, test: Callable[[dict], bool]) -> list[dict]:
@@ -431,7 +444,9 @@ def test_attack_earns_no_more_than_its_honest_twin(hostile, attack):
     row, twin = hostile.row(attack.name), hostile.score(f"twin-{attack.twin}")
     assert row["max_score"] == hostile.row("twin-reference")["max_score"], "max score was changed"
     assert row["status"] in ((attack.status,) if isinstance(attack.status, str) else attack.status), row
-    if attack.expect == "equal":
+    if attack.expect == "equal" and reaches_past_the_allowlist(attack.cheat):
+        assert hostile.score(attack.name) == 0, row  # what no cell may use forfeits every check
+    elif attack.expect == "equal":
         assert hostile.score(attack.name) == twin, row
     else:  # the wrong twin scores below full marks (test_twins_are_graded_as_usual)
         assert hostile.score(attack.name) <= twin, row

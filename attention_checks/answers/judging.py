@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
+from ..allowlist import ALLOWED_INSTEAD, OUTSIDE
 from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed,
                     PartialCredit, _dtype_name, quiet, tolerance)
 from ..record import Outcome, decode_outcome, device_name
@@ -755,12 +756,25 @@ class Report:
 
 
 def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
-    uses = []
-    for use in found:
+    """What a check says of forbidden uses: the mirrored function (or a way of hiding it) it calls,
+    and what it uses outside the allowlist (attention_checks.allowlist: the first, where it is)."""
+    def shown(use: str) -> str:
         line = getattr(use, "line", "")
-        uses.append(f"{use} (`{line}`)" if line else str(use))
-    return (f"✗ {name} calls {' and '.join(uses)}, which this exercise asks you to write yourself. "
-            f"Doing so earns no points for that function (0 / {points:g}).")
+        return f"{use} (`{line}`)" if line else str(use)
+
+    calls = [shown(use) for use in found if not str(use).startswith(OUTSIDE)]
+    outside = [use for use in found if str(use).startswith(OUTSIDE)]
+    text = []
+    if calls:
+        text.append(f"✗ {name} calls {' and '.join(calls)}, which this exercise asks you to write yourself. "
+                    f"Doing so earns no points for that function (0 / {points:g}).")
+    if outside:
+        first = outside[0]
+        line = getattr(first, "line", "")
+        more = f" (and {len(outside) - 1} more)" if len(outside) > 1 else ""
+        text.append(f"✗ {name} uses {str(first)[len(OUTSIDE):]}{f' in `{line}`' if line else ''}{more}, which "
+                    f"code in a graded notebook may not use (0 / {points:g} points): {ALLOWED_INSTEAD}.")
+    return "\n".join(text)
 
 
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,

@@ -124,7 +124,7 @@ class JudgedCheck:
         self.not_run = not_run or CellsThatDoNotRun([])
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
-        found = self.scanner.uses(student, self.check.forbidden_names)
+        found = self.scanner.uses(student, self.check.forbidden_names) + self.scanner.outside_allowlist(student)
         record = self.replay.take(self.check.name)
         name = getattr(student, "name", None)
         report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting,
@@ -185,7 +185,8 @@ class JudgeTests(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         student_sources = [c.source for c in nb.cells if is_student_cell(c)]
-        scanner = SourceScanner(student_sources)
+        scanner = SourceScanner(student_sources, [c.source for c in nb.cells
+                                                  if c.get("cell_type") == "code" and not is_student_cell(c)])
         not_run = CellsThatDoNotRun([c for c in nb.cells if is_student_cell(c)])
         sealed = Sealed(line for source in student_sources for line in source.splitlines())
         quoting: Quoting = AS_IS

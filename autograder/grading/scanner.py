@@ -28,6 +28,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 
 import attention_checks
 from attention_checks import registry
+from attention_checks.allowlist import OUTSIDE, Reader
 from attention_checks.core import ALWAYS_FORBIDDEN
 
 COURSE_CHECKS = "attention_checks"
@@ -293,7 +294,7 @@ class SourceScanner:
     whether that code tampers with the course's checks (which forfeits every check: a
     patched recorder could hide forbidden calls from the kernel's own detector)."""
 
-    def __init__(self, sources: Sequence[str]):
+    def __init__(self, sources: Sequence[str], course_sources: Sequence[str] = ()):
         self.module = Scope(None, None, "module")
         self.scope_of: dict[int, Scope] = {}
         self.lines_of: dict[int, list[str]] = {}  # id(node) -> the lines of its cell
@@ -331,6 +332,13 @@ class SourceScanner:
         # what counts against every graded object, wherever it is in the notebook: its first line
         self.tampering = self._first_line(TOUCHES_CHECKS, self._tampers)
         self.registering = self._first_line(REGISTERS_OPERATORS, self._registers)
+        # the allowlist (attention_checks.allowlist): the whole of it for the code a graded object
+        # reaches (outside_allowlist), and what no cell may use for every cell, counted against
+        # every graded object (it runs in the process that grades them all)
+        self.allowlist = Reader(self.trees, _parsed(course_sources))
+        anywhere = self.allowlist.anywhere()
+        self.outside_anywhere = Finding(OUTSIDE + anywhere[0].what, self.line(anywhere[0].node)) if anywhere else None
+        self._outside_memo: dict[str, list[Finding]] = {}
 
     def line(self, node: ast.AST) -> str:
         """The student's line of code where ``node`` starts, stripped."""
@@ -585,6 +593,25 @@ class SourceScanner:
             _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
         return list(hits.values())
 
+    def outside_allowlist(self, obj: Any) -> list[Finding]:
+        """What the code the graded object reaches (as uses() follows it: code that runs when it is
+        graded, and values that flow into it) uses outside the allowlist, each with its first line,
+        and what any cell uses that no cell may."""
+        if not isinstance(obj, StudentObject):
+            return []
+        if obj.name not in self._outside_memo:
+            walk = _Walk(self, {}, {})
+            walk.run((self.module if obj.name in self.module.bound else None, obj.name))
+            found: dict[str, Finding] = {}
+            if self.outside_anywhere is not None:
+                found[str(self.outside_anywhere)] = self.outside_anywhere
+            for root in walk.reached:
+                for outside in self.allowlist.within(root):
+                    name = OUTSIDE + outside.what
+                    found.setdefault(name, Finding(name, self.line(outside.node)))
+            self._outside_memo[obj.name] = list(found.values())
+        return list(self._outside_memo[obj.name])
+
     def _first_line(self, name: str, counts: Callable[[ast.AST], bool]) -> Finding | None:
         """``name`` with the first line of the student's code where ``counts(node)``, or None."""
         for tree in self.trees:
@@ -680,6 +707,7 @@ class _Walk:
         self.seen_vars: set = set()
         self.seen_nodes: set[tuple[int, bool]] = set()
         self.seen_attributes: set[str] = set()
+        self.reached: list[ast.AST] = []  # the code scanned: what runs when graded, and what flows into it
 
     def hit(self, word: str, node: ast.AST):
         name = self.wanted[word]
@@ -692,6 +720,7 @@ class _Walk:
             node, strict = self.todo.pop()
             if (id(node), strict) not in self.seen_nodes:
                 self.seen_nodes.add((id(node), strict))
+                self.reached.append(node)
                 self.scan(node, strict)
 
     def reach(self, var: Var):
@@ -783,6 +812,18 @@ class _Walk:
         for word in words:
             if word in self.wanted:
                 self.hit(word, node)
+
+
+def _parsed(sources: Sequence[str]) -> list[ast.Module]:
+    """The course's cells as Python (for the imports they give the notebook); one that does not
+    parse gives none."""
+    transform, trees = TransformerManager().transform_cell, []
+    for source in sources:
+        try:
+            trees.append(ast.parse(transform(source)))
+        except (SyntaxError, ValueError):
+            continue
+    return trees
 
 
 # Cell magics that run the rest of the cell as Python, in the notebook's namespace.

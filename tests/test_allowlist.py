@@ -1,0 +1,213 @@
+"""What graded code may use (attention_checks/allowlist.py, issue 58): every route of the fifth
+round's hostile notebooks is outside the allowlist, each beside an honest twin that is not; every
+model solution and every correct corpus student stays inside; the grader reads it from the
+source (SourceScanner.outside_allowlist) and a student's own notebook says the same."""
+import ast
+import textwrap
+
+import pytest
+from IPython.core.inputtransformer2 import TransformerManager
+
+from attention_checks.allowlist import NAMES_FILE, OUTSIDE, Reader, computed_names
+from autograder.grading.scanner import SourceScanner, StudentObject
+from autograder.layout import find_assignments
+from classroom import REPO, load_corpus, notebook_name, reference_code
+
+TRANSFORM = TransformerManager().transform_cell
+
+
+def outside(graded: str, scratch: str = "") -> list[str]:
+    """What ``graded`` (code a graded name reaches) uses outside the allowlist, and what
+    ``scratch`` (a cell of the student's that is not graded) uses that no cell may."""
+    trees = [ast.parse(TRANSFORM(textwrap.dedent(graded)))]
+    extra = [ast.parse(TRANSFORM(textwrap.dedent(scratch)))] if scratch else []
+    reader = Reader(trees + extra)
+    return [use.what for use in reader.within(trees[0])] + [use.what for use in reader.anywhere()]
+
+
+# (the route, code that takes it, its honest twin): each route of issue 58, and a few more of their kind
+ROUTES = [
+    ("PyTorch's mode switch, private", "with torch._C.DisableTorchFunction():\n    y = x.exp()",
+     "with torch.no_grad():\n    y = x.exp()"),
+    ("PyTorch's mode switch, public", "with torch.DisableTorchFunctionSubclass():\n    y = x.exp()",
+     "with torch.inference_mode():\n    y = x.exp()"),
+    ("a dispatch-key guard", "guard = torch.ExcludeDispatchKeyGuard", "guard = torch.enable_grad"),
+    ("the function-mode state", "mode = torch.overrides.TorchFunctionMode", "mode = torch.nn.functional.relu"),
+    ("utilities that disable dispatch", "from torch.utils._python_dispatch import _disable_current_modes",
+     "from torch.utils.flop_counter import FlopCounterMode"),
+    ("a name decoded at run time", "f = getattr(F, bytes([115, 111]).decode() + 'ftmax')",
+     "f = getattr(F, 'relu')"),
+    ("a name folded from parts", "f = getattr(torch, ''.join(['e', 'xp']))", "f = getattr(torch, 'exp')"),
+    ("getattr handed on", "f = functools.reduce(getattr, ['nn', 'functional'], torch)", "f = functools.reduce(max, [1, 2])"),
+    ("a module's namespace", "f = vars(F)['relu']", "f = F.relu"),
+    ("a module's __dict__", "f = F.__dict__['relu']", "f = F.relu"),
+    ("a frame's globals", "g = (i for i in [1])\nf = g.gi_frame.f_globals", "g = (i for i in [1])\nf = next(g)"),
+    ("an object's class", "t = x.__class__", "t = type(x)"),
+    ("a file on a RAM disk", "open('/dev/shm/scores', 'wb').write(b'')", "print('scores', file=sys.stderr)"),
+    ("numpy's files", "np.save('/dev/shm/s.npy', x.numpy())", "y = np.exp(x.numpy())"),
+    ("a tensor written to a file", "x.numpy().tofile('/dev/shm/s')", "y = x.numpy().sum()"),
+    ("torch's files", "torch.save(x, '/dev/shm/s.pt')", "y = torch.stack([x, x])"),
+    ("shared memory", "x.share_memory_()", "x.clone()"),
+    ("a memory map", "import mmap", "import math"),
+    ("the interpreter's hooks", "sys.setprofile(None)", "print(x, file=sys.stdout)"),
+    ("every module by name", "m = sys.modules['torch']", "m = sys.stderr"),
+    ("a module as a value", "s = sys\nw = s.stderr", "w = sys.stderr"),
+    ("code given as text", "y = eval('x + 1')", "y = x + 1"),
+    ("every global", "y = globals()['x']", "y = x"),
+    ("an import by name", "m = __import__('torch')", "import torch"),
+    ("a thread", "import threading", "import itertools"),
+    ("a process", "import subprocess", "import collections"),
+    ("ctypes", "import ctypes", "import dataclasses"),
+    ("the import system", "import importlib", "import copy"),
+    ("PyTorch's operators by name", "f = torch.ops.aten.exp", "f = torch.exp"),
+    ("a compiler", "f = torch.compile(g)", "f = torch.no_grad()(g)"),
+    ("PyTorch's own private implementation", "f = torch._refs.exp", "f = torch.special.expit"),
+    ("IPython's shell", "get_ipython().run_line_magic('run', 'x.py')", "y = x"),
+    ("IPython's history", "y = _ih[-1]", "y = _"),
+]
+
+
+@pytest.mark.parametrize("route, hostile, honest", ROUTES, ids=[r[0] for r in ROUTES])
+def test_each_route_is_outside_and_its_honest_twin_inside(route, hostile, honest):
+    header = "import functools\nimport sys\nimport torch\nimport torch.nn.functional as F\nimport numpy as np\n"
+    assert outside(header + "def f(x, g=None):\n" + textwrap.indent(hostile, "    ")), route
+    assert outside(header + "def f(x, g=None):\n" + textwrap.indent(honest, "    ")) == [], route
+
+
+@pytest.mark.parametrize("scratch", [
+    "import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\n",
+    "import threading\nthreading.Thread(target=print).start()\n",
+    "exec('import signal')\n",
+    "%time eval('1 + 1')\n",
+    "%run helper.py\n",
+    "!rm -rf /tmp/x\n",
+    "import sys\nsys.settrace(None)\n",
+])
+def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
+    """A cell that is not graded runs in the process that grades the others: what no cell may use
+    (signal handlers, threads, code given as text, the interpreter's hooks, shell commands)."""
+    assert outside("def f(x):\n    return x\n", scratch)
+
+
+@pytest.mark.parametrize("scratch", [
+    "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n",
+    "import time\nt0 = time.time()\n%time y = f(x)\n",
+    "%timeit -n 3 -r 2 f(x)\n",
+    "print(torch.softmax(x, -1))\nhelp(f)\nprint(f.__doc__)\n",
+    "import attention_checks\nhelp(attention_checks)\n",
+    "%matplotlib inline\n",
+])
+def test_a_scratch_cell_may_plot_time_and_read_documentation(scratch):
+    assert outside("def f(x):\n    return x\n", scratch) == []
+
+
+def test_the_students_own_names_and_modules_attributes_are_inside():
+    code = """
+    class Layer(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self._cache = None
+            self.proj = nn.Linear(d, d)
+            self.register_buffer("scale", torch.ones(d))
+            for i in range(2):
+                setattr(self, f"norm{i}", nn.LayerNorm(d))
+
+        def forward(self, x):
+            self._cache = x
+            y = self.proj(x) * self.scale + self.proj.bias + self.training
+            return getattr(self, f"norm{0}")(y).max(dim=-1).values
+    """
+    assert outside(code) == []
+    # the same names on PyTorch's own objects are not the student's
+    assert set(outside("def f(m):\n    return m._parameters\n")) == {"m._parameters"}
+    assert outside("def f(self):\n    self = torch\n    return getattr(self, 'soft' + 'max')\n")
+
+
+def test_the_shipped_names_are_what_this_pytorch_gives():
+    """attention_checks/allowed_names.json is made by `python -m attention_checks.allowlist`:
+    run it again after changing IMPORTABLE, DENIED or PyTorch."""
+    import json
+
+    assert json.loads(NAMES_FILE.read_text()) == computed_names()
+
+
+def _course_cells(assignment: str) -> list[str]:
+    import nbformat
+
+    notebook = nbformat.read(REPO / "solutions" / assignment / f"{notebook_name(assignment)}.ipynb", 4)
+    return [c.source for c in notebook.cells
+            if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("solution")]
+
+
+@pytest.mark.parametrize("assignment", find_assignments(REPO / "solutions"))
+def test_model_solutions_and_correct_students_stay_inside(assignment):
+    """Every graded name of the model solution and of every corpus student who earns full marks
+    (correct code written in unusual ways, scratch cells that plot, print, time and compare with
+    PyTorch's) uses nothing outside the allowlist, as the grader reads it."""
+    reference, course = reference_code(assignment), _course_cells(assignment)
+    students = [("model solution", reference, [])] + [
+        (entry.name, {**reference, **entry.cells}, [p for _, kind, p in entry.added if kind == "new"])
+        for entry in load_corpus(assignment, cli=True) if entry.expect == "full"]
+    for name, cells, added in students:
+        scanner = SourceScanner([*cells.values(), *added], course)
+        for graded in cells:
+            for obj in _defined(cells[graded]):
+                assert scanner.outside_allowlist(StudentObject(obj)) == [], (name, obj)
+
+
+def _defined(source: str) -> list[str]:
+    try:
+        tree = ast.parse(TRANSFORM(source))
+    except SyntaxError:
+        return []
+    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+
+
+def test_the_grader_counts_what_a_graded_name_reaches_and_no_other():
+    student = [
+        "def helper(x):\n    return torch.ops.aten.exp(x)\n",
+        "def softmax(x, dim=-1):\n    e = helper(x - x.max(dim=dim, keepdim=True).values)\n"
+        "    return e / e.sum(dim=dim, keepdim=True)\n",
+        "def unrelated(x):\n    return torch.utils.data.DataLoader(x)\n",
+        "import matplotlib.pyplot as plt\nplt.plot(softmax(torch.zeros(3)))\n",
+    ]
+    scanner = SourceScanner(student)
+    found = scanner.outside_allowlist(StudentObject("softmax"))
+    assert found == [OUTSIDE + "torch.ops"] and found[0].line == "return torch.ops.aten.exp(x)"
+    assert scanner.outside_allowlist(StudentObject("unrelated")) == [OUTSIDE + "torch.utils.data"]
+
+
+def test_a_scratch_cells_signal_handler_counts_against_every_graded_name():
+    student = ["def softmax(x, dim=-1):\n    return x\n",
+               "import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\n"]
+    found = SourceScanner(student).outside_allowlist(StudentObject("softmax"))
+    assert found == [OUTSIDE + "import signal"]
+
+
+def test_a_word_in_a_string_is_data():
+    """Issue 58: a correct softmax whose cell holds the word "softmax" in strings loses nothing."""
+    code = ("ERRORS = {'softmax': 'the softmax of an empty row'}\n"
+            "def softmax(x, dim=-1):\n"
+            "    if x.shape[dim] == 0:\n"
+            "        raise ValueError(ERRORS['softmax'])\n"
+            "    e = (x - x.max(dim=dim, keepdim=True).values).exp()\n"
+            "    return e / e.sum(dim=dim, keepdim=True)\n")
+    assert SourceScanner([code]).outside_allowlist(StudentObject("softmax")) == []
+
+
+def test_the_students_notebook_says_the_same_before_submission():
+    """In the student's own kernel (IPython keeps each cell's source), a visible test of a graded
+    name that uses something outside the allowlist says what and where, and earns nothing."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import torch\nfrom attention_checks.softmax_scaling import check_softmax\n")
+    shell.run_cell("def helper(x):\n    with torch._C.DisableTorchFunction():\n        return x.exp()\n\n"
+                   "def softmax(x, dim=-1):\n    e = helper(x - x.max(dim=dim, keepdim=True).values)\n"
+                   "    return e / e.sum(dim=dim, keepdim=True)\n")
+    result = shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n")
+    assert "uses torch._C in `with torch._C.DisableTorchFunction():`" in str(result.error_in_exec)
+    assert "may not use (0 / 2 points)" in str(result.error_in_exec)
+    shell.run_cell("def softmax(x, dim=-1):\n    e = (x - x.max(dim=dim, keepdim=True).values).exp()\n"
+                   "    return e / e.sum(dim=dim, keepdim=True)\n")
+    assert shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec is None
