@@ -17,13 +17,14 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
 from autograder.results import NotebookResult
-from autograder.service.db import BUSY_SECONDS, DONE, MAX_TRIES, QUEUED, Submission
+from autograder.service.db import BUSY_SECONDS, DONE, MAX_TRIES, QUEUED, RETRY_PAUSE_SECONDS, Database, Submission
 from autograder.service.grading import Grader
 from autograder.service.storage import Storage
 from classroom import REPO
@@ -56,6 +57,12 @@ def rows(data) -> dict[int, tuple]:
     with sqlite3.connect(data / "service.db") as database:
         return {r[0]: r[1:] for r in database.execute(
             "select id, person_id, state, gradings_started, score from submissions")}
+
+
+def timed(action, *args):
+    started_at = time.monotonic()
+    done = action(*args)
+    return time.monotonic() - started_at, done
 
 
 def assert_quiet_log(server: Server) -> None:
@@ -198,15 +205,19 @@ def test_a_locked_database_is_waited_out_and_health_says_so(tmp_path):
         lock.execute("BEGIN IMMEDIATE")
         try:
             with ThreadPoolExecutor(1) as pool:
-                during = pool.submit(submit_notebook, ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+                during = pool.submit(timed, submit_notebook, ctx.server, ctx.tokens["bob"],
+                                     notebook_text(tmp_path, "bob"))
                 said = wait_unhealthy(ctx.server, "database is locked")
                 assert not said["ok"]
-                refused = during.result()
+                answered_in, _ = timed(health, ctx.server)
+                assert answered_in < 1, answered_in  # /health answers from its last check, without waiting
+                waited, refused = during.result()
         finally:
             lock.execute("ROLLBACK")
             lock.close()
         assert refused.status_code == 503 and "database" in refused.json()["detail"]
         assert refused.headers["retry-after"]
+        assert waited < BUSY_SECONDS + 5, waited  # bounded: not SQLite's 30 s of old
         assert ctx.server.wait_healthy()["ok"]  # the grading threads carried on by themselves
         with client(ctx.server, ctx.tokens["ann"]) as http:
             view = wait_done(http, first.json()["id"])
@@ -219,8 +230,8 @@ def test_a_locked_database_is_waited_out_and_health_says_so(tmp_path):
     assert_quiet_log(ctx.server)
 
 
-def test_a_data_folder_that_cannot_be_written_is_retried_and_uploads_get_503(tmp_path):
-    ctx = started(tmp_path)
+def test_a_data_folder_that_cannot_be_written_or_read_is_retried_and_uploads_get_503(tmp_path):
+    ctx = started(tmp_path, ("ann", "bob", "carl"))
     feedback, notebooks = ctx.data / "feedback", ctx.data / "notebooks"
     try:
         feedback.rename(ctx.data / "feedback-away")  # where the grader writes: now a file (a full disk's OSError)
@@ -228,22 +239,108 @@ def test_a_data_folder_that_cannot_be_written_is_retried_and_uploads_get_503(tmp
         first = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
         assert first.status_code == 202, first.text
         said = wait_unhealthy(ctx.server, f"storing the result of submission {first.json()['id']}")
-        assert any("Not a directory" in problem for problem in said["problems"]), said
+        assert any("Not a directory: DATA/feedback/" in problem for problem in said["problems"]), said
+        # bob's waits while the one grading thread holds ann's result; then his stored notebook
+        # cannot be read (its folder a file), and no upload can be stored
+        second = submit_notebook(ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+        assert second.status_code == 202, second.text
         notebooks.rename(ctx.data / "notebooks-away")
         notebooks.write_text("in the way")
-        refused = submit_notebook(ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+        refused = submit_notebook(ctx.server, ctx.tokens["carl"], notebook_text(tmp_path, "carl"))
         assert refused.status_code == 503 and "data folder" in refused.json()["detail"], refused.text
-        for folder in (feedback, notebooks):
-            folder.unlink()
-            (ctx.data / f"{folder.name}-away").rename(folder)
+        said = wait_unhealthy(ctx.server, "the data folder cannot be written: DATA/notebooks: Not a directory")
+        feedback.unlink()
+        (ctx.data / "feedback-away").rename(feedback)
+        with client(ctx.server, ctx.tokens["bob"]) as http:  # put back untried: the service's failure, not bob's
+            bob = f"/api/submissions/{second.json()['id']}"
+            view = wait_for(lambda: "could not read" in (v := http.get(bob).json())["reason"] and v, timeout=300)
+        assert view["state"] == "queued" and "not counted as an attempt" in view["reason"], view
+        assert str(tmp_path) not in json.dumps(view) + json.dumps(said), (view, said)  # no server path, anywhere
+        notebooks.unlink()
+        (ctx.data / "notebooks-away").rename(notebooks)
         assert ctx.server.wait_healthy()["ok"]
         with client(ctx.server, ctx.tokens["ann"]) as http:
             view = wait_done(http, first.json()["id"])
             assert view["score"] == 8 and http.get(view["feedback_url"]).status_code == 200
         with client(ctx.server, ctx.tokens["bob"]) as http:
+            assert (wait_done(http, second.json()["id"])["status"], wait_done(http, second.json()["id"])["score"]) \
+                == ("ok", 8)
+        with client(ctx.server, ctx.tokens["carl"]) as http:
             assert http.get("/api/submissions").json() == []
     finally:
         ctx.server.stop()
+    assert sorted(r[2] for r in rows(ctx.data).values()) == [1, 1]  # each graded once; the unread try not counted
+    assert_quiet_log(ctx.server)
+
+
+@pytest.fixture
+def small_disk():
+    """``mount(folder, megabytes)``: a RAM disk of that size on ``folder``, as the data folder's own
+    disk would be, unmounted at the end (root only: skipped with the reason elsewhere)."""
+    mounted = []
+
+    def mount(folder, megabytes: int = 4):
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0700", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"no small disk to fill: mount failed: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def fill(folder: Path) -> Path:
+    """Fill ``folder``'s disk to the last byte; returns the file that did it (remove it to free the disk)."""
+    filler = folder / "filler"
+    with open(filler, "wb") as file:
+        try:
+            while True:
+                file.write(b"\0" * 65536)
+                file.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_the_data_folder_is_unwritable_on_a_full_disk_and_short_of_room_below_one_upload(tmp_path, small_disk):
+    storage = Storage(tmp_path / "data")
+    notebooks = small_disk(storage.root / "notebooks", megabytes=4)
+    assert storage.unwritable(1024**2) == []
+    (notebooks / "most").write_bytes(b"\0" * (3 * 1024**2 + 512 * 1024))
+    assert storage.unwritable(1024**2) == [
+        "the data folder is full: DATA/notebooks has 0.5 MB free, less than an upload may need (1.0 MB)"]
+    fill(notebooks)
+    assert storage.unwritable(1024**2) == ["the data folder cannot be written: DATA/notebooks: No space left on device"]
+
+
+def test_a_full_disk_is_waited_out_uploads_get_503_and_health_says_so(tmp_path, small_disk):
+    ctx = started(tmp_path, ("ann", "bob"), "--max-upload-mb", "1")
+    try:
+        feedback, notebooks = small_disk(ctx.data / "feedback"), small_disk(ctx.data / "notebooks")
+        filled = {folder: fill(folder) for folder in (feedback, notebooks)}
+        said = wait_unhealthy(ctx.server, "the data folder cannot be written: DATA/notebooks: No space left on device")
+        assert any("DATA/feedback: No space left" in problem for problem in said["problems"]), said
+        refused = submit_notebook(ctx.server, ctx.tokens["bob"], notebook_text(tmp_path, "bob"))
+        assert refused.status_code == 503 and "data folder" in refused.json()["detail"], refused.text
+        assert refused.headers["retry-after"]
+        filled[notebooks].unlink()  # room for uploads again; still none for the feedback pages
+        first = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
+        assert first.status_code == 202, first.text
+        said = wait_unhealthy(ctx.server, f"storing the result of submission {first.json()['id']}")
+        assert any("No space left on device" in problem for problem in said["problems"]), said
+        assert rows(ctx.data)[first.json()["id"]][1:3] == ("grading", 1)  # held, not failed, not tried again
+        filled[feedback].unlink()
+        assert ctx.server.wait_healthy()["ok"]
+        with client(ctx.server, ctx.tokens["ann"]) as http:
+            view = wait_done(http, first.json()["id"])
+            assert view["score"] == 8 and http.get(view["feedback_url"]).status_code == 200
+        with client(ctx.server, ctx.tokens["bob"]) as http:
+            assert http.get("/api/submissions").json() == []  # the refused upload: nothing of it stored
+    finally:
+        ctx.server.stop()
+    assert [r[2] for r in rows(ctx.data).values()] == [1]
     assert_quiet_log(ctx.server)
 
 
@@ -297,8 +394,10 @@ def test_a_killed_grading_worker_requeues_and_costs_no_attempt(tmp_path):
 
 def test_nbgrader_failing_in_the_grader_requeues_and_costs_no_attempt(tmp_path):
     """A failure of the grader's own (here nbgrader cannot write the graded notebook: its folder in
-    the worker's course is a file) is not the student's error: tried MAX_TRIES times, then set
-    aside, no score and no attempt; once the grader is mended, the next upload is graded."""
+    the worker's course is a file, as a full disk would fail it) is not the student's error: tried
+    MAX_TRIES times after growing pauses, then set aside, no score and no attempt; once the grader
+    is mended, the next upload is graded, and the one set aside is graded by itself once its
+    pause is over (no restart)."""
     ctx = started(tmp_path, policies={"attempts_per_day": 1})
     try:
         deadline = time.monotonic() + 300
@@ -311,17 +410,26 @@ def test_nbgrader_failing_in_the_grader_requeues_and_costs_no_attempt(tmp_path):
         autograded.write_text("")
         with client(ctx.server, ctx.tokens["ann"]) as http:
             sub = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann")).json()["id"]
-            deadline = time.monotonic() + 300
-            while (view := http.get(f"/api/submissions/{sub}").json())["state"] != "failed":
-                assert time.monotonic() < deadline, view
-                time.sleep(0.5)
+            deadline, tried = time.monotonic() + 300, {}  # gradings started -> when first seen
+            while (state := rows(ctx.data)[sub])[1] != "failed":
+                assert time.monotonic() < deadline, state
+                tried.setdefault(state[2], time.monotonic())
+                time.sleep(0.2)
+            view = http.get(f"/api/submissions/{sub}").json()
             assert view["score"] is None and "not counted as an attempt" in view["reason"], view
             assert "autograde failed: NotADirectoryError" in view["reason"], view
+            # each try after a pause (10 s, then 20 s), not three within seconds
+            pauses = (tried[2] - tried[1], tried[3] - tried[2])
+            assert pauses[0] > RETRY_PAUSE_SECONDS - 1 and pauses[1] > 2 * RETRY_PAUSE_SECONDS - 1, tried
+            assert wait_for(lambda: health(ctx.server)[1]["set_aside"] == 1)
             autograded.unlink()
             autograded.mkdir()
             again = submit_notebook(ctx.server, ctx.tokens["ann"], notebook_text(tmp_path, "ann"))
             assert again.status_code == 202, again.text  # today's one attempt is still ann's
             assert wait_done(http, again.json()["id"])["score"] == 8
+            with sqlite3.connect(ctx.data / "service.db") as database:  # as if its pause were over
+                database.execute("update submissions set not_before = '2000-01-01 00:00:00' where id = ?", (sub,))
+            assert wait_done(http, sub)["score"] == 8
     finally:
         ctx.server.stop()
     assert ctx.server.log.read_text().count(f"grading submission {sub} failed in the grader") == MAX_TRIES
@@ -429,6 +537,25 @@ def test_the_data_folder_is_private_and_held_by_one_service(tmp_path):
         assert health(ctx.server)[0] == 200  # the first one serves on, its work folder untouched
     finally:
         ctx.server.stop()
+
+
+def test_a_second_service_on_the_same_database_is_refused(tmp_path, database):
+    """Another data folder, the same database (SQLite's file, or the PostgreSQL server): the
+    database's lease refuses the second service, which names the first; the first one gives the
+    lease back when it stops."""
+    ctx = started(tmp_path, db=database)
+    url = database or f"sqlite:///{ctx.data / 'service.db'}"
+    try:
+        second = subprocess.run([sys.executable, "-m", "autograder", "serve", "--data", str(tmp_path / "data-2"),
+                                 "--db", url, "--source", str(ctx.source), "--port", "9"], cwd=REPO,
+                                capture_output=True, text=True, timeout=600)
+        assert second.returncode == 2 and "another service" in second.stderr, second.stderr
+        assert str(ctx.data) in second.stderr and len(second.stderr.strip().splitlines()) == 1, second.stderr
+        assert health(ctx.server)[0] == 200
+    finally:
+        ctx.server.stop()
+    with Database(url).engine.connect() as connection:
+        assert connection.execute(text("select count(*) from service_lease")).scalar() == 0
 
 
 @pytest.mark.parametrize("where", ["data folder", "database"])

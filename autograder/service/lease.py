@@ -13,7 +13,8 @@ A lease is free when it expired (its holder stopped renewing it ``LEASE_SECONDS`
 database's clock, which every machine shares), or when its holder is on this machine and is
 known to be gone: it held this same data folder (whose lock this service now holds, so that
 process ended) or its process no longer exists. A service killed without a word is thus
-replaced at once on its own machine, and after ``LEASE_SECONDS`` from another.
+replaced at once on its own machine, and after ``LEASE_SECONDS`` from another; one stopped
+(SIGTERM, or ``Grader.stop``) gives its lease back, and the next one starts at once, from anywhere.
 
 A holder that could not renew its lease for ``LEASE_SECONDS`` (the database unreachable), or
 finds it taken, claims no submission (``held`` is False) and says so on ``/health``.
@@ -21,6 +22,7 @@ finds it taken, claims no submission (``held`` is False) and says so on ``/healt
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -106,6 +108,24 @@ class DatabaseLease:
             raise DatabaseInUse("another service took the database's lease at the same moment as this one")
         self.renewed_at = time.monotonic()
         self.thread.start()
+        if threading.current_thread() is threading.main_thread():  # where signal handlers are set
+            self._release_on_sigterm()
+
+    def _release_on_sigterm(self) -> None:
+        """A service stopped by SIGTERM (systemd, a batch system; uvicorn passes the signal on once it
+        has shut down) gives its lease back, then ends as the signal ends it."""
+        before = signal.getsignal(signal.SIGTERM)
+        if before is signal.SIG_IGN:  # a process that outlives SIGTERM keeps its lease
+            return
+
+        def release_then_end(signum, frame):
+            self.release()
+            if callable(before):
+                before(signum, frame)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+        signal.signal(signal.SIGTERM, release_then_end)
 
     def _gone(self, row: ServiceLease, clock: datetime) -> bool:
         if as_utc(row.expires) <= clock:

@@ -85,11 +85,9 @@ class Storage:
     def explain(self, err: OSError) -> str:
         """An OSError in words a student or ``/health`` may read: what failed, and the file within
         the data folder (``DATA/...``), never the server's own path."""
-        name = err.filename if isinstance(err.filename, str) else None
-        if name is None:
-            return self.public(str(err))
-        where = self.public(name)
-        return f"{err.strerror or type(err).__name__}" + (f": {where}" if where.startswith("DATA") else "")
+        what = err.strerror or self.public(str(err))
+        where = self.public(err.filename) if isinstance(err.filename, str) else ""
+        return f"{what}: {where}" if where.startswith("DATA") else what
 
     def public(self, text: str) -> str:
         """``text`` with the data folder's path said as ``DATA``."""
@@ -105,8 +103,8 @@ class Storage:
                 _write_atomically(probe, b"\0" * 4096)
                 probe.unlink()
                 space = os.statvfs(folder)
-            except OSError as err:
-                found.append(f"the data folder cannot be written: {self.explain(err)}")
+            except OSError as err:  # a full disk's ENOSPC names no file: the folder is named here
+                found.append(f"the data folder cannot be written: {label}: {err.strerror or err}")
                 continue
             free = space.f_bavail * space.f_frsize
             if free < room:
