@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from classroom import REPO, Results, grade, make_submission, secret_lines
+from classroom import Results, grade, make_submission, secret_lines
 from test_hostile import ASSIGNMENT, REFERENCE, RIGHT, SDPA, Attack, HostileClass, code
 
 pytestmark = pytest.mark.slow  # runs kernels, the CLI, a server or a browser
