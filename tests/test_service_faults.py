@@ -21,11 +21,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, text, update
 
 from autograder.results import NotebookResult
 from autograder.service.db import BUSY_SECONDS, DONE, MAX_TRIES, QUEUED, RETRY_PAUSE_SECONDS, Database, Submission
 from autograder.service.grading import Grader
+from autograder.service.lease import ServiceLease
 from autograder.service.storage import Storage
 from classroom import REPO
 from classroom.service import (Server, client, course_source, log_in, notebook_text, start_service as started,
@@ -166,6 +167,19 @@ def test_a_graded_notebook_without_its_feedback_page_is_graded_again(grader):
     grader.storage.feedback(sub).unlink()
     said = wait_for(lambda: (a := answer(grader)[1])["without_feedback"] and a)
     assert (said["without_feedback"], said["without_feedback_ids"]) == (1, [sub])
+
+
+def test_a_service_whose_lease_was_taken_over_grades_nothing_more(grader, tmp_path):
+    grader.database.hold_lease(tmp_path / "data")
+    with grader.database.writing.begin() as db:  # another service took it while this one could not renew it
+        db.execute(update(ServiceLease).values(holder="another service"))
+    grader.database.lease.renew()
+    grader.engine.pages += ["<html>feedback</html>"]  # what a grading would get, were it claimed
+    sub = upload(grader)
+    said = wait_for(lambda: (a := answer(grader))[0] == 503 and a[1])
+    assert any("another service took over" in problem for problem in said["problems"]), said
+    time.sleep(3)  # the grading threads' next looks at the queue
+    assert (row(grader.database, sub).state, row(grader.database, sub).gradings_started) == (QUEUED, 0)
 
 
 def test_health_answers_at_once_under_a_database_lock(grader, database):
