@@ -275,6 +275,7 @@ class AnswerCell:
 
 
 def answer_cells(page: Path, name: str | None = None) -> list[AnswerCell]:
+    """The answer cells of a page, in order (``name``: how messages name the page)."""
     text = page.read_text(encoding="utf-8")
     found = []
     for cell in CODE_CELL.finditer(text):
@@ -285,27 +286,34 @@ def answer_cells(page: Path, name: str | None = None) -> list[AnswerCell]:
     return found
 
 
-def withhold_answers(book: Path, known: list[str], revealed: frozenset[str]) -> dict[str, list[AnswerCell]]:
-    """Replace every answer cell of the pages under ``book`` by a note, except those whose
-    assignments are all ``revealed``; returns the cells withheld, by assignment. A tag that names
-    no assignment stops publish (its cell would be published or withheld by mistake)."""
+def book_answer_cells(book: Path, known: list[str]) -> dict[Path, list[AnswerCell]]:
+    """Every page under ``book`` -> its answer cells. A tag that names no assignment stops publish:
+    its cell would be published, or withheld, by mistake."""
     pages = {page: answer_cells(page, str(page.relative_to(book.parent))) for page in sorted(book.rglob("*.md"))}
     unknown = [f"{cell.page}:{cell.line}: answers:{name}" for cells in pages.values() for cell in cells
                for name in sorted(cell.assignments - set(known))]
     if unknown:
         raise PublishError("cells tagged with an assignment that does not exist (known: " + ", ".join(known)
                            + "):\n" + "\n".join(unknown))
+    return pages
+
+
+def withhold_answers(book: Path, known: list[str], revealed: frozenset[str]) -> dict[str, list[AnswerCell]]:
+    """Replace every answer cell of the pages under ``book`` by a note, except those whose
+    assignments are all ``revealed``; returns the cells withheld, by assignment."""
     withheld: dict[str, list[AnswerCell]] = {}
-    for page, cells in pages.items():
+    for page, cells in book_answer_cells(book, known).items():
+        hidden = [cell for cell in cells if not cell.assignments <= revealed]
+        if not hidden:
+            continue
         text = page.read_text(encoding="utf-8")
-        for cell in reversed(cells):  # from the end: the spans before it stay where they are
-            if cell.assignments <= revealed:
-                continue
-            hidden = ", ".join(sorted(cell.assignments - revealed))
-            text = text[:cell.span[0]] + WITHHELD.format(assignment=hidden) + text[cell.span[1]:]
+        for cell in reversed(hidden):  # from the end: the spans before it stay where they are
+            note = WITHHELD.format(assignment=", ".join(sorted(cell.assignments - revealed)))
+            text = text[:cell.span[0]] + note + text[cell.span[1]:]
+        page.write_text(text, encoding="utf-8")
+        for cell in hidden:
             for assignment in cell.assignments - revealed:
                 withheld.setdefault(assignment, []).append(cell)
-        page.write_text(text, encoding="utf-8")
     return withheld
 
 
@@ -401,6 +409,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     if unknown:
         raise PublishError(f"--reveal {', '.join(unknown)}: no such assignment (known: {', '.join(known)})")
     revealed = frozenset(reveal)
+    book_answer_cells(REPO_ROOT / "book", known)  # every tag names an assignment
     # The functional scan runs last, in bubblewrap: where it cannot run, say so before building anything.
     problem = sandbox_problem()
     if problem:
