@@ -24,7 +24,8 @@ import pytest
 from sqlalchemy import create_engine, text, update
 
 from autograder.results import NotebookResult
-from autograder.service.db import BUSY_SECONDS, DONE, MAX_TRIES, QUEUED, RETRY_PAUSE_SECONDS, Database, Submission
+from autograder.service.db import (BUSY_SECONDS, DONE, GRADING, MAX_TRIES, QUEUED, RETRY_PAUSE_SECONDS, Database,
+                                   Submission)
 from autograder.service.grading import Grader
 from autograder.service.lease import ServiceLease
 from autograder.service.storage import Storage
@@ -74,14 +75,19 @@ def assert_quiet_log(server: Server) -> None:
 # --------------------------------------------------------------------------
 # in process: the Grader and /health's check on SQLite and PostgreSQL, with an engine of the test's
 
+FEEDBACK = "<html>feedback</html>"
+
+
 class ScriptedEngine:
     """An engine that grades every notebook 8 of 10 at once, with the feedback pages the test
-    gives in turn (None: nbgrader graded it but wrote no page), in place of kernels."""
+    gives in turn (None: nbgrader graded it but wrote no page; a page once they are used up), in
+    place of kernels; the notebooks of the students in ``hanging`` hang until ``released``."""
 
     slots = 2
 
     def __init__(self, pages: list[str | None]):
         self.pages, self.seen = pages, []
+        self.hanging, self.released = set(), threading.Event()
 
     def connect(self) -> None:
         pass
@@ -94,9 +100,11 @@ class ScriptedEngine:
 
     def grade(self, submission, notebook: bytes):
         self.seen.append(notebook)
+        if submission.student_id in self.hanging:
+            self.released.wait(timeout=60)
         result = NotebookResult(submission.student_id, submission.assignment, submission.notebook, "ok", 8, 10,
                                 autograded=notebook.decode())
-        return [(result, self.pages.pop(0))]
+        return [(result, self.pages.pop(0) if self.pages else FEEDBACK)]
 
 
 @pytest.fixture
@@ -113,10 +121,10 @@ def grader(tmp_path, database):
 NOTEBOOK = b'{"cells": []}'
 
 
-def upload(grader: Grader, stored: bool = True) -> int:
+def upload(grader: Grader, stored: bool = True, person: str = "ann") -> int:
     """As the service stores an upload: the notebook on disk (unless not ``stored``: as if another
     data folder held it), then the row queued."""
-    sub = add(grader.database, "ann", state="receiving")
+    sub = add(grader.database, person, state="receiving")
     if stored:
         grader.storage.save_notebook(sub, NOTEBOOK)
     with grader.database.writing.begin() as db:
@@ -141,7 +149,6 @@ def answer(grader: Grader) -> tuple[int, dict, float]:
 
 
 def test_a_stored_notebook_that_cannot_be_read_is_retried_never_the_students(grader):
-    grader.engine.pages += ["<html>feedback</html>"]
     sub = upload(grader, stored=False)
     taken = wait_for(lambda: (r := row(grader.database, sub)).grader_failures and r)
     assert (taken.state, taken.gradings_started, taken.status) == (QUEUED, 0, None)  # no try used, no result
@@ -156,17 +163,32 @@ def test_a_stored_notebook_that_cannot_be_read_is_retried_never_the_students(gra
 
 
 def test_a_graded_notebook_without_its_feedback_page_is_graded_again(grader):
-    grader.engine.pages += [None, "<html>feedback</html>"]
+    grader.engine.pages += [None]
     sub = upload(grader)
     taken = wait_for(lambda: (r := row(grader.database, sub)).grader_failures and r)
     assert taken.state == QUEUED and "no feedback page" in taken.reason, taken.reason
     make_due(grader.database, sub)
     wait_for(lambda: row(grader.database, sub).state == DONE)
-    assert grader.storage.feedback(sub).read_text() == "<html>feedback</html>"
+    assert grader.storage.feedback(sub).read_text() == FEEDBACK
     # one stored without its page before (an earlier version, a page lost): counted and named
     grader.storage.feedback(sub).unlink()
     said = wait_for(lambda: (a := answer(grader)[1])["without_feedback"] and a)
     assert (said["without_feedback"], said["without_feedback_ids"]) == (1, [sub])
+
+
+def test_students_whose_last_notebook_timed_out_never_hold_every_worker(grader):
+    """Two workers; ann's and bob's last notebooks timed out and their new ones hang: one of them
+    is graded at a time, and carl's takes the other worker at once."""
+    for student in ("ann", "bob"):
+        add(grader.database, student, DONE, "timeout")
+    grader.engine.hanging |= {"ann", "bob"}
+    ann, bob = upload(grader, person="ann"), upload(grader, person="bob")
+    wait_for(lambda: row(grader.database, ann).state == GRADING)
+    carl = upload(grader, person="carl")
+    wait_for(lambda: row(grader.database, carl).state == DONE)
+    assert (row(grader.database, bob).state, row(grader.database, bob).gradings_started) == (QUEUED, 0)
+    grader.engine.released.set()
+    wait_for(lambda: row(grader.database, bob).state == DONE)
 
 
 def test_a_service_whose_lease_was_taken_over_grades_nothing_more(grader, tmp_path):
@@ -174,7 +196,7 @@ def test_a_service_whose_lease_was_taken_over_grades_nothing_more(grader, tmp_pa
     with grader.database.writing.begin() as db:  # another service took it while this one could not renew it
         db.execute(update(ServiceLease).values(holder="another service"))
     grader.database.lease.renew()
-    grader.engine.pages += ["<html>feedback</html>"]  # what a grading would get, were it claimed
+    time.sleep(2.5)  # a look at the queue that began before the loss ends (the threads look every 2 s)
     sub = upload(grader)
     said = wait_for(lambda: (a := answer(grader))[0] == 503 and a[1])
     assert any("another service took over" in problem for problem in said["problems"]), said
