@@ -8,6 +8,7 @@ sent), and every path is checked to lie inside the folder before it is read or w
     DATA/autograded/<id>.ipynb       the graded notebook (instructors only: formgrader reads these)
     DATA/work/                       the prepared course and the workers' copies (emptied at each start)
     DATA/service.lock                held by the running service: one service per data folder
+    DATA/.health-probe, DATA/*/.health-probe   written and removed by /health's check, every second
 
 The folder is its owner's only (0700: students' notebooks, their results and the tokens'
 hashes), and each file the service writes is 0600.
