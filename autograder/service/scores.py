@@ -5,26 +5,20 @@ that awaits a person is left out of both the points and the maximum, and shown a
 answer left as released) it counts in both.
 
 ``NotebookResult`` keeps the autograded points (``score``, ``max_score``) and the written
-answers' (``written_points``, of which ``to_grade_by_hand`` await a person); this adds the
-written answers that have a score to both.
+answers' (``written_points``, of which ``to_grade_by_hand`` await a person); the rule itself is
+the instructor's side's, the one place it is computed (``lms.course_score``), so the service's
+pages and the LMS exports cannot disagree.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import fsum
 
+from autograder.instructor.lms import Score, course_score
 from autograder.results import NotebookResult
 
 
-@dataclass(frozen=True)
-class Score:
-    points: float
-    maximum: float
-    pending: float  # written answers' points that await a person: in neither of the above
-
-
 def counted(result: NotebookResult) -> Score:
+    """A graded submission's score under the course's one rule (``lms.course_score``)."""
     scored = [t.points for t in result.tests if t.manual and t.points is not None]
-    return Score(fsum([result.score, *scored]),
-                 fsum([result.max_score, result.written_points, -result.to_grade_by_hand]),
-                 result.to_grade_by_hand)
+    return course_score(fsum([result.score, *scored]), result.max_score, result.written_points,
+                        result.to_grade_by_hand)
