@@ -244,11 +244,44 @@ def on_meta(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: F
     return None if stray is None else f"raised RuntimeError: {mixing_error('a result', stray)}"
 
 
+def _kept_tensors(student: Any) -> set[int]:
+    """The tensors the student's object keeps beyond a call, where every call sees them: in its
+    class's attributes (and those of the student's base classes), its functions' defaults and the
+    globals they name (and the lists, tuples and dicts there). By id: only whether the real runs
+    added one matters (``probe_all``)."""
+    found: set[int] = set()
+    functions, places = [], []
+    classes = [c for c in getattr(student, "__mro__", ()) if not c.__module__.startswith(("torch", "builtins"))]
+    for cls in classes:
+        places += list(vars(cls).values())
+        functions += [getattr(v, "__func__", v) for v in vars(cls).values()]
+    functions.append(student)
+    for function in functions:
+        code = getattr(function, "__code__", None)
+        if code is None:
+            continue
+        places += list(function.__defaults__ or ()) + list((function.__kwdefaults__ or {}).values())
+        names = set(code.co_names) | {n for c in code.co_consts if hasattr(c, "co_names") for n in c.co_names}
+        places += [function.__globals__[n] for n in names if n in function.__globals__]
+
+    def collect(value: Any, depth: int = 0) -> None:
+        if isinstance(value, torch.Tensor):
+            found.add(id(value))
+        elif depth < 3 and isinstance(value, (list, tuple, dict)):
+            for item in (value.values() if isinstance(value, dict) else value):
+                collect(item, depth + 1)
+
+    for value in places:
+        collect(value)
+    return found
+
+
 def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], device: torch.device) -> Probed:
     __tracebackhide__ = True
     guard = ForbiddenCalls(check.forbidden)
     # on a GPU the real cases show device bugs themselves
     meta_runs = check.on_device and device.type == "cpu" and callable(student)
+    kept_before = _kept_tensors(student) if meta_runs else set()
     outcomes, likes, on_meta_inputs = [], [], []
     for case in cases:
         spec = check.spec(case)
@@ -262,6 +295,11 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
         else:
             outcomes.append(probe(check, student, inputs, spec, guard))
         likes.append(inputs.like)
+    if meta_runs and not _kept_tensors(student) <= kept_before:
+        # the real runs left tensors where every call sees them (a class attribute, a global): a meta
+        # run would meet them where a GPU run meets its own cuda tensors, a device bug that is none,
+        # and would leave meta tensors there for the next cell's real runs
+        meta_runs = False
     if meta_runs:
         # after every real case, so that nothing the meta runs leave behind changes a real outcome.
         # PyTorch runs meta kernels in Python, in its private implementations: the guard watches

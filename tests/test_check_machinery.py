@@ -160,7 +160,8 @@ def test_a_cell_that_does_not_compile_is_said_plainly_in_every_test_that_needs_i
 
     broken = CellsThatDoNotRun(cells)
     assert broken.defining("scaled_dot_product_attention") == said and broken.defining("softmax") is None
-    assert broken.all() == {"scaled_dot_product_attention": said, "x": "your cell `x` does not run: SyntaxError at line 1"}
+    assert broken.all() == {"scaled_dot_product_attention": said,
+                            "x": "your cell `x` does not run: SyntaxError at line 1"}
     record = _recorded(SDPA, lambda *a, **k: scaled_dot_product_attention(*a, **k), SMALL[:1])  # noqa: F821
     text = judge_records(SDPA, record, SMALL[:1], points=2, not_run=broken.all()).text
     assert "raised NameError" in text and f"hint: Y{said[1:]}, so `scaled_dot_product_attention` does not exist" \

@@ -154,15 +154,77 @@ class SharedListsCache:
         return torch.cat(self.keys_list, dim=-2), torch.cat(self.values_list, dim=-2)
 
 
+class _Shelf:
+    """Somewhere to keep tensors that the probe's look at a class's attributes and globals does not
+    reach (an object's attribute)."""
+
+    def __init__(self):
+        self.keys, self.values = [], []
+
+
+SHELF = _Shelf()
+
+
+class ShelvedCache(SharedListsCache):
+    keys_list = property(lambda self: SHELF.keys)
+    values_list = property(lambda self: SHELF.values)
+
+
+CACHE_CASES = [dict(), dict(batch=1, heads=4, E=2, steps=(1, 1, 1, 1))]
+
+
 def test_state_kept_between_calls_is_named_and_never_a_forbidden_call():
-    """Issue 59: a later test cell of a cache with class-attribute lists meets the tensors an earlier
-    cell's meta runs left (PyTorch's meta kernels, in its private Python, then run): the grader says
-    what it observed, never that the student called PyTorch's private implementations."""
+    """Issue 59: a cache with class-attribute lists is right in its first case only; the probe sees
+    the tensors its real runs left in the class and runs no meta run (one would meet them as a
+    device bug that is none, and leave meta tensors there for the next test cell)."""
     SharedListsCache.keys_list, SharedListsCache.values_list = [], []
-    cases = [dict(), dict(batch=1, heads=4, E=2, steps=(1, 1, 1, 1))]
-    _, first = check_report(check_kv_cache, SharedListsCache, cases, points=2)
-    assert "joins along the positions (dim 2) tensors whose other axes" in first, first
-    assert "grows along another axis" not in first, first
-    score, second = check_report(check_kv_cache, SharedListsCache, cases[1:], points=2)
-    assert score == 0 and "private implementations" not in second and "calls" not in second.splitlines()[0], second
-    assert "keeps tensors from one call to the next" in second and "On a GPU" not in second, second
+    for cases in (CACHE_CASES, CACHE_CASES[1:]):  # two test cells, one after the other
+        score, text = check_report(check_kv_cache, SharedListsCache, cases, points=2)
+        assert score < 2 and "joins along the positions (dim 2) tensors whose other axes" in text, text
+        assert "grows along another axis" not in text and "On a GPU" not in text, text
+        assert "private implementations" not in text and " calls " not in text.splitlines()[0], text
+        if len(cases) == 2:
+            assert "case 1:" not in text, text  # a fresh class's first case is right, here and on a GPU
+
+
+def test_a_meta_tensor_met_in_a_real_run_is_kept_state_not_a_forbidden_call():
+    """State the probe cannot see gets the meta runs' tensors: the next cell's real run meets one,
+    PyTorch's meta kernels (its private Python) run, and the grader says what it observed: kept
+    state, never a call of PyTorch's private implementations, nor a GPU crash."""
+    SHELF.keys, SHELF.values = [], []
+    check_report(check_kv_cache, ShelvedCache, CACHE_CASES[:1], points=2)  # its meta run leaves meta tensors
+    score, text = check_report(check_kv_cache, ShelvedCache, CACHE_CASES[1:], points=2)
+    assert score == 0 and "private implementations" not in text and " calls " not in text.splitlines()[0], text
+    assert "keeps tensors from one call to the next" in text and "On a GPU" not in text, text
+
+
+def _online_softmax(start_max: float, start_sum: float, reach: int = 0):
+    """A streamed softmax whose running maximum and sum start at the given values, each step reading
+    `reach` entries past its block for the maximum (the right one: -inf, 0 and 0)."""
+    def online_softmax(x, block_size):
+        m = torch.full(x.shape[:-1] + (1,), start_max, dtype=x.dtype, device=x.device)
+        s = torch.full(x.shape[:-1] + (1,), start_sum, dtype=x.dtype, device=x.device)
+        for i in range(0, x.shape[-1], block_size):
+            new = torch.maximum(m, x[..., i:i + block_size + reach].amax(-1, keepdim=True))
+            s = s * torch.exp(m - new) + torch.exp(x[..., i:i + block_size] - new).sum(-1, keepdim=True)
+            m = new
+        return torch.exp(x - m) / s
+    return online_softmax
+
+
+def test_a_sum_that_starts_at_one_is_not_float32_precision():
+    """Issue 59: in float64 throughout, an error of a few 1e-3 is within float32's tolerance but far
+    from float32's rounding: no "float32 precision" (it is said where the code computes in float32)."""
+    cases = [dict(dtype="float64"), dict(shape=(2, 3, 25), block_size=4, dtype="float64", std=3.0)]
+    score, text = check_report(check_online_softmax, _online_softmax(-3.0, 1.0), cases, points=2)
+    assert score < 2 and "max abs error 0.00" in text and "float32 precision" not in text, text
+    right = _online_softmax(float("-inf"), 0.0)
+    score, text = check_report(check_online_softmax, lambda x, b: right(x.float(), b).to(x.dtype), cases, points=2)
+    assert "float32 precision only" in text, text
+
+
+def test_a_block_read_one_entry_too_far_is_not_a_whole_row():
+    """The check observed a reduction of block_size + 1 numbers: said as such, not "a whole row"."""
+    score, text = check_report(check_online_softmax, _online_softmax(float("-inf"), 0.0, reach=1), [dict()], points=2)
+    assert score == 0 and "reduces 5 numbers at once: more than one block (4), less than a whole row (10)" in text
+    assert "whole row at once" not in text, text

@@ -275,3 +275,81 @@ def test_outcomes_survive_the_recorder(name):
     here = judge(check, cases, probed.outcomes, points=1, devices=["cpu"] * len(cases))
     there = judge_records(check, record, cases, points=1)
     assert here.score == there.score == 1, there.text
+
+
+# --------------------------------------------------------------------------
+# every diagnosis is checked across the failing cases before it is shown (issue 59): planted
+# mistakes that have a diagnosis's symptom in some case but not its cause
+
+
+def _rope_with(theta_of):
+    """A RoPE of the contract's pairing whose frequencies are theta_of(half, D) (float64)."""
+    def apply_rope(x, positions, base=10000.0):
+        half = x.shape[-1] // 2
+        angle = positions.to(torch.float64)[:, None] * theta_of(half, x.shape[-1], base).to(x.device)  # (L, D/2)
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    return apply_rope
+
+
+def test_a_frequency_index_from_one_is_not_said_to_ignore_the_positions():
+    """Where L = 1 "positions ignored" happens to give its output, but where the positions are
+    0..L-1 that mistake is the reference and the case still fails: the claim is withdrawn."""
+    from_one = _rope_with(lambda half, D, base: base ** (-2 * torch.arange(1, half + 1, dtype=torch.float64) / D))
+    score, text = check_report(check_apply_rope, from_one, _cases("apply_rope"), points=3)
+    assert 0 < score < 3 and "whatever the positions" not in text and "hint:" not in text, text
+    # the catalogue's own mistake keeps its hint
+    ignored = _rope_with(lambda half, D, base: base ** (-2 * torch.arange(half, dtype=torch.float64) / D))
+    score, text = check_report(check_apply_rope, lambda x, positions, base=10000.0: ignored(
+        x, torch.arange(x.shape[-2], device=x.device), base), _cases("apply_rope"), points=3)
+    assert "You rotate by 0, 1, ..., L-1 whatever the positions" in text, text
+
+
+def test_inverse_frequencies_are_not_said_to_swap_the_drifts_axes():
+    """A drift that should be 0 is its own transpose: float64 noise around it is no swap."""
+    inverse = _rope_with(lambda half, D, base: base ** (2 * torch.arange(half, dtype=torch.float64) / D))
+    score, text = check_report(check_apply_rope, inverse, _cases("apply_rope"), points=3)
+    assert score < 3 and "axes swapped" not in text, text
+
+
+def test_alibi_slopes_of_another_base_get_no_constant_factor():
+    """One head's bias is a multiple of the reference; the other cases' are not, and where the
+    slopes of another base equal those of "eight heads" (H = 4), H = 8 refutes that mistake."""
+    def alibi_base_16(num_heads, L, S):
+        m = 2 ** (-4 * torch.arange(1, num_heads + 1, dtype=torch.float64) / num_heads)
+        distance = torch.arange(L, dtype=torch.float64)[:, None] + S - L - torch.arange(S, dtype=torch.float64)
+        return (-m[:, None, None] * distance).float()
+
+    score, text = check_report(check_alibi_bias, alibi_base_16, _cases("alibi_bias"), points=3)
+    assert score < 3 and "constant factor" not in text and "do not depend on the number of heads" not in text, text
+    assert "bias first differs at index (0, 0, 1)" in text, text
+    # one factor for every case: said
+    reference = NB.student()["alibi_bias"]
+    score, text = check_report(check_alibi_bias, lambda *a: 2 * reference(*a), _cases("alibi_bias"), points=3)
+    assert "bias is the reference times 2 everywhere: a constant factor" in text, text
+
+
+def test_a_top_k_from_the_wrong_end_is_not_the_filters_order():
+    """With top-p after it, a top-k threshold taken from the least probable end gives the draws
+    of "top-p first"; where top-k alone applies, "top-p first" is the reference and the case
+    still fails: the claim is withdrawn, in sample_next's tests and in next_token_distribution's."""
+    def distribution_wrong_end(logits, temperature=1.0, top_k=None, top_p=None):
+        probs = (logits / temperature).softmax(-1)
+        if top_k is not None:
+            kth = probs.topk(min(top_k, probs.shape[-1]), -1, largest=False).values[..., -1:]
+            probs = probs * (probs >= kth)
+            probs = probs / probs.sum(-1, keepdim=True)
+        if top_p is not None:
+            ordered, order = probs.sort(-1, descending=True)
+            kept = torch.zeros_like(probs).scatter(-1, order, ordered * (ordered.cumsum(-1) - ordered < top_p))
+            probs = kept / kept.sum(-1, keepdim=True)
+        return probs
+
+    def sample_wrong_end(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        probs = distribution_wrong_end(logits, temperature, top_k, top_p)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    for check, fn in ((check_sample_next, sample_wrong_end), (check_next_token_distribution, distribution_wrong_end)):
+        score, text = check_report(check, fn, _cases(check.name), points=2)
+        assert score < 2 and "contract's order" not in text, text

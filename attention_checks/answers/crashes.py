@@ -64,12 +64,18 @@ def _module_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
 
 
 def _softmax_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
-    if "NotStreamed" in error:
-        return ["Your online_softmax reduces a whole row at once (x.max(-1), x.sum(-1), a running cumsum or "
-                "cummax, a pooling or a product with a vector of ones over all N entries): an online softmax never "
-                "holds more than one block of a row; read the row block by block, keeping a running maximum and a "
-                "running sum of each row."]
-    return []
+    if "NotStreamed" not in error:
+        return []
+    # what the check observed: how many numbers one reduction took, against the block and the row
+    seen = re.search(r"reduces (\d+) numbers at once.*blocks of (\d+) .*a row of (\d+)", error)
+    if seen and int(seen[1]) < int(seen[3]):
+        return [f"Your online_softmax reduces {seen[1]} numbers at once: more than one block ({seen[2]}), less "
+                f"than a whole row ({seen[3]}). A step reads past its block (check the bounds of each slice, "
+                "x[..., start:start + block_size]) or several blocks at once; each step reduces one block only."]
+    return ["Your online_softmax reduces a whole row at once (x.max(-1), x.sum(-1), a running cumsum or "
+            "cummax, a pooling or a product with a vector of ones over all N entries): an online softmax never "
+            "holds more than one block of a row; read the row block by block, keeping a running maximum and a "
+            "running sum of each row."]
 
 
 def _flash_crash(x: Inputs, spec: Spec, error: str) -> list[str]:

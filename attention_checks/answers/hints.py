@@ -9,11 +9,31 @@ A check's own reading of a crash (``crashes.CRASHES``) comes first; these are th
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
 from ..record import device_name
+
+
+class Claim(str):
+    """A hint that says what caused the outputs, with what the judge checks across the failing cases
+    before it is shown (issue 59: every diagnosis is a claim with a check): ``mistakes``, the known
+    mistakes it names (each refuted by a failing case where that mistake gives the reference's
+    outputs: the mistake alone would pass there), or ``factor``, the constant a pattern multiplies
+    the reference by (shown only if one factor fits every failing case)."""
+
+    mistakes: tuple[str, ...] = ()
+    factor: float | None = None
+
+    def __new__(cls, text: str, mistakes: Iterable[str] = (), factor: float | None = None):
+        claim = super().__new__(cls, text)
+        claim.mistakes, claim.factor = tuple(mistakes), factor
+        return claim
+
+    def worded(self, text: str) -> "Claim":
+        """The same claim in other words (as a report quotes it)."""
+        return Claim(text, self.mistakes, self.factor)
 
 
 def _listing(names: list[str]) -> str:
@@ -252,12 +272,16 @@ def pattern_hints(name: str, got: Any, expected: Any, masks: Mapping[str, Any]) 
     if int(big.sum()) >= 2:
         c = (got[big] / expected[big]).median().item()
         if c != 0 and abs(c - 1) > 1e-3 and same(got, expected * c):
-            return [f"{name} is the reference times {c:.4g} everywhere: a constant factor is missing or extra "
-                    "(a scale such as 1/sqrt(d), or a sum where a mean is needed)."]
-    if expected.dim() >= 2 and expected.size(-1) == expected.size(-2) and same(got, expected.transpose(-2, -1)):
+            return [Claim(f"{name} is the reference times {c:.4g} everywhere: a constant factor is missing or extra "
+                          "(a scale such as 1/sqrt(d), or a sum where a mean is needed).", factor=c)]
+    # a pattern is a claim only where it tells the output from the reference: a symmetric reference
+    # (scores of zero, a drift that should be 0) is its own transpose, and any noise "matches" it
+    swapped = expected.transpose(-2, -1) if expected.dim() >= 2 and expected.size(-1) == expected.size(-2) else None
+    if swapped is not None and not same(swapped, expected) and same(got, swapped):
         return [f"{name} is the reference with its last two axes swapped: transpose it, or swap the operands of "
                 "the product that makes it."]
-    if got.numel() > 1 and same(got.flatten().sort().values, expected.flatten().sort().values):
+    if got.numel() > 1 and not same(got, expected) and same(got.flatten().sort().values,
+                                                             expected.flatten().sort().values):
         return [f"{name} holds the reference's values in other places: axes are mixed up (a view or reshape where "
                 "a transpose or permute is needed, or an operation along the wrong dim)."]
     return []

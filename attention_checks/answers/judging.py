@@ -27,8 +27,8 @@ from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, 
 from ..record import Outcome, decode_outcome, device_name
 from .crashes import CRASHES
 from .fits import FITS
-from .hints import (KEPT_STATE_HINT, crash_hints, device_bug, device_hints, kept_from_an_earlier_call, pattern_hints,
-                    split_error, structure_hints)
+from .hints import (KEPT_STATE_HINT, Claim, crash_hints, device_bug, device_hints, kept_from_an_earlier_call,
+                    pattern_hints, split_error, structure_hints)
 from .torch_messages import pytorch_message
 
 if TYPE_CHECKING:
@@ -94,12 +94,22 @@ def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
     return merged
 
 
+ONE_OF = "One of these mistakes gives your result (this case cannot tell them apart): "
+
+
 def one_of(hints: Iterable[str]) -> str:
     """One hint, or several mistakes named as the possibilities they are (never one picked)."""
     hints = list(dict.fromkeys(hints))
     if len(hints) == 1:
         return hints[0]
-    return "One of these mistakes gives your result (this case cannot tell them apart): " + " Or: ".join(hints)
+    return ONE_OF + " Or: ".join(hints)
+
+
+def named_mistakes(hint: str) -> list[str]:
+    """The hints of the mistakes a hint names (one_of's possibilities, each once)."""
+    return hint.removeprefix(ONE_OF).split(" Or: ") if hint.startswith(ONE_OF) else [hint]
+
+
 
 
 def swapped_outputs(expected: Mapping[str, Any], what: str = "Your function") -> dict[str, Mistake]:
@@ -572,13 +582,30 @@ def compare(got: Any, expected: Any, dtype: torch.dtype, device: str, quoting: Q
     return Verdict(structure_ok, values_ok, line, details)
 
 
+# How far a float64 result with float32 inside it is off, observed: either every value is a float32
+# (computed in float32, cast back), off by what float32 allows (TF32 on a GPU included), or off by
+# float32's rounding only (6e-8 of a value, some 1e-5 of the values' scale, at least 1, after a few
+# hundred operations: float32 constants or buffers in float64 code). A bug's error is neither (an online
+# softmax whose running sum starts at 1, in float64 throughout: 5e-3, within float32's tolerance).
+FLOAT32_ROUNDING = 2e-5
+
+
 def _float32_only(got: Mapping[str, Any], expected: Mapping[str, Any], dtype: torch.dtype) -> bool:
-    """float64 inputs whose outputs agree to float32 precision only: computed in float32 inside."""
-    return dtype == torch.float64 and all(
-        isinstance(e, torch.Tensor) and isinstance(got.get(n), torch.Tensor) and tuple(got[n].shape) == tuple(e.shape)
-        and _as_float64(got[n]) is not None
-        and torch.allclose(_as_float64(got[n]), e.to(torch.float64), **TOLERANCES[torch.float32])
-        for n, e in expected.items())
+    """float64 inputs whose outputs agree to float32 precision only, and show float32 inside:
+    float32 values within float32's tolerance, or float64 values within float32's rounding."""
+    def float32_inside(value: Any, e: Any) -> bool:
+        if not (isinstance(e, torch.Tensor) and isinstance(value, torch.Tensor)
+                and tuple(value.shape) == tuple(e.shape)):
+            return False
+        value, e = _as_float64(value), e.to(torch.float64)
+        if value is None or not bool(value.isfinite().all()) or not bool(e.isfinite().all()):
+            return False
+        if bool((value.to(torch.float32).to(torch.float64) == value).all()):  # float32 values, cast back
+            return torch.allclose(value, e, **TOLERANCES[torch.float32])
+        scale = max(e.abs().max().item() if e.numel() else 0.0, 1.0)  # (a reference of zeros: the inputs' 1)
+        return bool(((value - e).abs() <= FLOAT32_ROUNDING * scale).all())
+
+    return dtype == torch.float64 and all(float32_inside(got.get(n), e) for n, e in expected.items())
 
 
 def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[str],
@@ -613,7 +640,8 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
         alike = [mistake] + [other for other in mistakes[index + 1:] if other.fits is None
                              and claimed(other).keys() == outputs.keys() and explains(other)]
         alike.sort(key=lambda m: _distance(got, claimed(m)))
-        hints.append(one_of(m.hint for m in alike))
+        text = one_of(m.hint for m in alike)
+        hints.append(Claim(text, named_mistakes(text)))
         wrong = wrong - outputs.keys()
         if not wrong:
             break
@@ -623,8 +651,14 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     if not hints:  # no known mistake: what the failing pattern itself says
         masks = {n: v for n, v in case.x.named.items() if "mask" in n and v is not None}
         for name in sorted(wrong):
-            hints += [quoting.hint(h, case.sizes) for h in pattern_hints(name, got.get(name), case.expected[name], masks)]
+            hints += [_worded(h, quoting.hint(h, case.sizes))
+                      for h in pattern_hints(name, got.get(name), case.expected[name], masks)]
     return list(dict.fromkeys(hints))  # several outputs with one pattern: its hint once
+
+
+def _worded(hint: str, text: str) -> str:
+    """``text``, a hint as a report quotes it, keeping the claim ``hint`` makes (if it is one)."""
+    return hint.worded(text) if isinstance(hint, Claim) else text
 
 
 def _crash_hints(check: "Check", case: Judged, error: str) -> list[str]:
@@ -646,6 +680,10 @@ class CaseResult:
     lines: list[str] = field(default_factory=list)  # what went wrong; empty when the case passes
     hints: list[str] = field(default_factory=list)
     not_implemented: bool = False
+    # what the judge verifies a claim on across cases: the outputs whose values are wrong (every
+    # output where the code raised or returned the wrong kind of thing) and the student's outputs
+    wrong: frozenset[str] = frozenset()
+    got: dict[str, Any] = field(default_factory=dict)
 
 
 def _unpack(result: Any, names: Sequence[str], quoting: Quoting, sizes: frozenset[int]) -> tuple[dict[str, Any], str | None]:
@@ -684,29 +722,30 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
     """One case: its share of the points, and what went wrong, quoted as `quoting` allows
     (`not_run`: names that cells which do not compile define -> what to say of their cell)."""
     seal = lambda hints: [quoting.hint(h, case.sizes) for h in hints]  # noqa: E731 - hints read off the code's error
+    everything = frozenset(case.expected)
     if outcome.error is not None:
         first, line, read = _quoted_error(outcome.error, quoting, case.sizes)
         undefined = _undefined(read, not_run or {})  # the grader's words of the student's source: not sealed
         if undefined:
-            return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), undefined)
+            return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), undefined, wrong=everything)
         hints = ([] if outcome.not_implemented else
                  [KEPT_STATE_HINT] if kept_from_an_earlier_call(read, device) else
                  device_hints(read, case.x.named, check.kind) if device_bug(read) else
                  _crash_hints(check, case, read))
         return CaseResult(0.0, [first] + ([f"  at: {line}"] if line else []), seal(hints),
-                          not_implemented=outcome.not_implemented)
+                          not_implemented=outcome.not_implemented, wrong=everything)
     if device_bug(outcome.meta_error):
         # ran on the CPU, but on a GPU it crashes (probe.on_meta): judged as a GPU grader judges it, a crash
         _, line, read = _quoted_error(outcome.meta_error, quoting, case.sizes)
         lines = ["raised RuntimeError on a GPU: a tensor on the CPU meets the inputs on cuda"]
         return CaseResult(0.0, lines + ([f"  at: {line}"] if line else []),
-                          seal(device_hints(read, case.x.named, check.kind)))
+                          seal(device_hints(read, case.x.named, check.kind)), wrong=everything)
     # what the reference gives, in its order: usually check.outputs, but a case may judge something else
     # (a module's parameter names, whether the weights are None)
     names = list(case.expected)
     got, problem = _unpack(outcome.value, names, quoting, case.sizes)
     if problem:
-        return CaseResult(0.0, [problem])
+        return CaseResult(0.0, [problem], wrong=everything)
     verdicts = {name: compare(got[name], case.expected[name], case.dtype, device, quoting, case.sizes)
                 for name in names}
     share = case.source.structure_share(check, case.key)
@@ -730,7 +769,94 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
                if not v.structure_ok and isinstance(case.expected[name], torch.Tensor)
                and isinstance(got[name], torch.Tensor) and tuple(got[name].shape) == tuple(case.expected[name].shape)}
     want = {n: case.dtype if case.expected[n].is_floating_point() else case.expected[n].dtype for n in misfits}
-    return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device, case.dtype))
+    return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device, case.dtype),
+                      wrong=frozenset(wrong), got=got)
+
+
+# --------------------------------------------------------------------------
+# every diagnosis checked across the failing cases before it is shown (issue 59)
+
+
+def refuted_mistakes(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult]) -> set[str]:
+    """The known mistakes (by hint) that a failing case refutes: one whose outputs there are the
+    reference's, in an output the case gets wrong (the mistake alone would pass that case, so it
+    is not what the code does: a top-k taken from the wrong end matches "top-p first" where top-p
+    hides the difference, and fails where only top-k applies)."""
+    refuted: set[str] = set()
+    for case, result in zip(built, results):
+        if result.fraction >= 1 or not result.wrong:
+            continue
+        for mistake in case.source.mistakes(check, case):
+            outputs = {name: out for name, out in mistake.outputs.items() if out is not None}
+            if mistake.fits is None and outputs.keys() & result.wrong and all(
+                    close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items()):
+                refuted.update(named_mistakes(mistake.hint))
+    return refuted
+
+
+def common_factor(built: Sequence[Judged], results: Sequence[CaseResult]) -> float | None:
+    """The one factor c (least squares over every failing case) for which the student's wrong outputs
+    are c times the reference's within each case's tolerance, or None where no factor fits them all
+    (ALiBi's slopes of another base: one head's bias is a multiple of the reference, several heads'
+    are not)."""
+    pairs = []
+    for case, result in zip(built, results):
+        if result.fraction >= 1 or not result.wrong:
+            continue
+        for name in result.wrong:
+            got, expected = result.got.get(name), case.expected.get(name)
+            got = _as_float64(got) if isinstance(got, torch.Tensor) else None
+            if got is None or not isinstance(expected, torch.Tensor) or got.shape != expected.shape:
+                return None  # a crash, a wrong shape: no factor explains it
+            pairs.append((got, expected.to(torch.float64), case.dtype))
+    scale = sum(float((e * e).sum()) for _, e, _ in pairs)
+    if not pairs or scale == 0:
+        return None
+    c = sum(float((g * e).sum()) for g, e, _ in pairs) / scale
+    return c if all(torch.allclose(g, c * e, **tolerance(dtype)) for g, e, dtype in pairs) else None
+
+
+def first_difference(name: str, got: Any, expected: Any, dtype: torch.dtype, quoting: Quoting,
+                     sizes: frozenset[int]) -> str | None:
+    """Where an output first differs from the reference (its index), and in how many entries."""
+    got = _as_float64(got) if isinstance(got, torch.Tensor) else None
+    if got is None or not isinstance(expected, torch.Tensor) or got.shape != expected.shape or not got.dim():
+        return None
+    tol = tolerance(dtype)
+    expected = expected.to(torch.float64)
+    off = ~((got - expected).abs() <= tol["atol"] + tol["rtol"] * expected.abs())
+    if not bool(off.any()):
+        return None
+    index = [int(i) for i in off.nonzero()[0]]
+    where = "(" + ", ".join(quoting.size(i, sizes) for i in index) + ("," if len(index) == 1 else "") + ")"
+    return (f"{name} first differs at index {where}; {quoting.size(int(off.sum()), sizes)} of "
+            f"{quoting.size(off.numel(), sizes)} entries differ")
+
+
+def verify_claims(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult],
+                  quoting: Quoting = AS_IS) -> None:
+    """Withdraw every diagnosis that a failing case contradicts (``refuted_mistakes``, a constant
+    factor that not every failing case fits); a case left without a hint says instead where its
+    outputs first differ (the case's inputs are on its own line)."""
+    claims = [h for r in results for h in r.hints if isinstance(h, Claim)]
+    if not claims:
+        return
+    refuted = refuted_mistakes(check, built, results) if any(c.mistakes for c in claims) else set()
+    factor = common_factor(built, results) if any(c.factor is not None for c in claims) else None
+    for case, result in zip(built, results):
+        kept = []
+        for hint in result.hints:
+            if isinstance(hint, Claim) and hint.mistakes and refuted & set(hint.mistakes):
+                left = [m for m in hint.mistakes if m not in refuted]
+                hint = Claim(one_of(left), left) if left else None
+            elif isinstance(hint, Claim) and hint.factor is not None and factor is None:
+                hint = None
+            if hint is not None:
+                kept.append(hint)
+        if len(kept) < len(result.hints) and not kept:
+            result.lines += [where for name in sorted(result.wrong) if (where := first_difference(
+                name, result.got.get(name), case.expected.get(name), case.dtype, quoting, case.sizes))]
+        result.hints = kept
 
 
 # --------------------------------------------------------------------------
@@ -794,6 +920,7 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
     if devices is None:
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
     results = [judge_case(check, o, b, d, quoting, not_run) for o, b, d in zip(outcomes, built, devices)]
+    verify_claims(check, built, results, quoting)
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction == 1:
         return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")

@@ -1,7 +1,7 @@
 # Keeps its lists in class attributes: every KVCache() shares them, so each case meets the tensors of
 # the earlier ones. It calls torch.cat only: never said to call a forbidden function (issue 59).
 # expect: partial
-# hint: keeps tensors from one call to the next
+# hint: holds a tensor from another cache
 # %% cell: grouped_query_attention
 class KVCache:
     keys_list = []
