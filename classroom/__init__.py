@@ -191,6 +191,25 @@ def completed_cell(reference: str, section: str) -> str:
     return "".join(out)
 
 
+def reaches_past_the_allowlist(notebook: Path) -> bool:
+    """Whether a submitted notebook's own cells use what no cell may (attention_checks.allowlist:
+    an import outside its list, code given as text, a private name, ...): such a notebook earns
+    nothing, whatever else its code does."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from attention_checks.allowlist import Reader
+    from autograder.cells import is_student_cell
+
+    trees = []
+    for cell in nbformat.read(notebook, 4).cells:
+        if is_student_cell(cell):
+            try:
+                trees.append(ast.parse(TransformerManager().transform_cell(cell.source)))
+            except SyntaxError:
+                continue
+    return bool(Reader(trees).anywhere())
+
+
 def grade(submissions: Path, out: Path, *extra: str, cwd: Path | None = None,
           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the real command line, as an instructor would (``env``: variables to set)."""

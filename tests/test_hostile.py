@@ -3,12 +3,11 @@
 Each attack is an honest submission (its *twin*: the reference solution, or a wrong
 one) plus a cheat or a breakage. The grade must be what the twin honestly earns
 (``equal``), or no more than that (``at_most``): a cheat never adds points, and a
-breakage only costs the attacker. A cheat that uses what no cell may use (outside the
-allowlist, attention_checks.allowlist) earns nothing at all.
+breakage only costs the attacker. A notebook whose cells use what no cell may use (outside
+the allowlist, attention_checks.allowlist) earns nothing at all (``HostileClass.check``).
 """
 from __future__ import annotations
 
-import ast
 import json
 import textwrap
 from dataclasses import dataclass, field
@@ -17,10 +16,7 @@ from typing import Callable
 
 import nbformat
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
-
-from attention_checks.allowlist import Reader
-from classroom import REPO, Results, grade, make_submission, reference_code, tree_digest
+from classroom import REPO, Results, grade, make_submission, reaches_past_the_allowlist, reference_code, tree_digest
 
 pytestmark = [pytest.mark.slow,  # runs kernels, the CLI, a server or a browser
               pytest.mark.waits]  # for the time limits (students who sleep, loop): 54 core-seconds in 80 s alone
@@ -44,15 +40,6 @@ class Attack:
     expect: str = "equal"  # or "at_most"
     status: str | tuple[str, ...] = "ok"  # the status, or the statuses that may come out
     extra_files: dict[str, str] = field(default_factory=dict)
-
-
-def reaches_past_the_allowlist(cheat: str) -> bool:
-    """Whether code in a student's cell uses what no cell may (attention_checks.allowlist)."""
-    try:
-        tree = ast.parse(TransformerManager().transform_cell(cheat))
-    except SyntaxError:
-        return False
-    return bool(Reader([tree]).anywhere())
 
 
 def _cells(nb: dict, test: Callable[[dict], bool]) -> list[dict]:
@@ -408,6 +395,20 @@ class HostileClass:
         assert self.process.returncode == 0, self.process.stderr[-3000:]
         self.results = Results.read(self.out)
 
+    def check(self, attack: Attack) -> None:
+        """The attack's grade: what its twin earns (``equal``) or no more (``at_most``); nothing at
+        all where its cells use what no cell may (the allowlist), whatever else they do."""
+        row, twin = self.row(attack.name), self.score(f"twin-{attack.twin}")
+        assert row["max_score"] == self.row("twin-reference")["max_score"], "max score was changed"
+        assert row["status"] in ((attack.status,) if isinstance(attack.status, str) else attack.status), row
+        graded = self.out / "autograded" / attack.name / ASSIGNMENT / "qkv.ipynb"  # the student's cells as run
+        if graded.exists() and reaches_past_the_allowlist(graded):
+            assert self.score(attack.name) == 0, row
+        elif attack.expect == "equal":
+            assert self.score(attack.name) == twin, row
+        else:  # the wrong twin scores below full marks (test_twins_are_graded_as_usual)
+            assert self.score(attack.name) <= twin, row
+
     def malformed(self):
         def put(student, text):
             path = self.root / student / ASSIGNMENT / "qkv.ipynb"
@@ -441,15 +442,7 @@ def test_twins_are_graded_as_usual(hostile):
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
 def test_attack_earns_no_more_than_its_honest_twin(hostile, attack):
-    row, twin = hostile.row(attack.name), hostile.score(f"twin-{attack.twin}")
-    assert row["max_score"] == hostile.row("twin-reference")["max_score"], "max score was changed"
-    assert row["status"] in ((attack.status,) if isinstance(attack.status, str) else attack.status), row
-    if attack.expect == "equal" and reaches_past_the_allowlist(attack.cheat):
-        assert hostile.score(attack.name) == 0, row  # what no cell may use forfeits every check
-    elif attack.expect == "equal":
-        assert hostile.score(attack.name) == twin, row
-    else:  # the wrong twin scores below full marks (test_twins_are_graded_as_usual)
-        assert hostile.score(attack.name) <= twin, row
+    hostile.check(attack)
 
 
 @pytest.mark.parametrize("student, status, reason", [

@@ -43,13 +43,7 @@ def graded(tmp_path_factory, name: str, attacks: list[Attack], options=OPTIONS) 
 
 
 def check_attacks(hostile: HostileClass, attack: Attack) -> None:
-    row, twin = hostile.row(attack.name), hostile.score(f"twin-{attack.twin}")
-    assert row["max_score"] == hostile.row("twin-reference")["max_score"]
-    assert row["status"] in ((attack.status,) if isinstance(attack.status, str) else attack.status), row
-    if attack.expect == "equal":
-        assert hostile.score(attack.name) == twin, row
-    else:
-        assert hostile.score(attack.name) <= twin, row
+    hostile.check(attack)
 
 
 def shown_to_student(hostile: HostileClass, student: str) -> str:
@@ -119,10 +113,13 @@ def test_kernels_at_high_jobs_use_no_ports(tmp_path, sandbox):
     results = Results.read(tmp_path / "results")
     rows = [results.grades[(student, ASSIGNMENT)] for student in students]
     assert [row["status"] for row in rows] == ["ok"] * len(students), rows
-    assert all(float(row["score"]) == float(row["max_score"]) for row in rows), rows
     for student in students:
         page = (tmp_path / "results" / "feedback" / student / ASSIGNMENT / "qkv.html").read_text()
         assert "TRANSPORT ipc" in page
+        # every check ran and recorded (the probe itself, reading the kernel's connection file, is
+        # outside what a notebook may use: attention_checks.allowlist)
+        tests = results.notebooks[(student, ASSIGNMENT)]["tests"]
+        assert tests and all("may not use" in t["message"] for t in tests if not t["manual"]), tests
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from classroom import load_corpus
+from classroom import load_corpus, reaches_past_the_allowlist
 from test_hostile import Attack, code
 from test_hostile_round3 import OPTIONS, _after, check_attacks, graded, shown_to_student
 
@@ -353,6 +353,10 @@ def test_flash_attentions_memory_is_judged_from_outside_the_kernel(streaming_cla
     for name in ("modes_off_decoded", "numpy_matrix", "buffer_made_before"):
         tests = _flash_tests(results, name)
         memory = tests["test_flash_attention_memory"]
+        if reaches_past_the_allowlist(out / "autograded" / name / STREAMING / "attention_at_scale.ipynb"):
+            # its mode switch is outside the allowlist: nothing earned, said as such
+            assert all(t["points"] == 0 and "may not use" in t["message"] for t in tests.values()), tests
+            continue
         assert memory["points"] == 0 and "MiB of memory, measured from outside" in memory["message"], memory
         # the mode switched off (or never seeing numpy), the other cells' values pass: only the
         # memory measured outside tells the whole matrix
