@@ -12,7 +12,14 @@ import pytest
 import torch
 
 from attention_checks.answers.judging import judge, judge_records, judged
-from attention_checks.answers.positions_generation import beam, distribution, keep_top_p, rope
+from attention_checks.answers.positions_generation import (
+    DISTRIBUTION_BUGS,
+    IN_THE_DISTRIBUTION,
+    beam,
+    distribution,
+    keep_top_p,
+    rope,
+)
 from attention_checks.positions_generation import (
     DRIFT,
     ToyLM,
@@ -353,3 +360,22 @@ def test_a_top_k_from_the_wrong_end_is_not_the_filters_order():
     for check, fn in ((check_sample_next, sample_wrong_end), (check_next_token_distribution, distribution_wrong_end)):
         score, text = check_report(check, fn, _cases(check.name), points=2)
         assert score < 2 and "contract's order" not in text, text
+
+
+@pytest.mark.parametrize("bug", [b for b in DISTRIBUTION_BUGS if b not in ("not renormalised",
+                                                                          "top-p one too few, none kept")])
+def test_a_distributions_mistake_is_named_in_its_own_tests_and_located_in_sample_nexts(bug):
+    """Issue 59, item 5: next_token_distribution's mistake is named in its own tests; sample_next's
+    tests, whose tokens it decides, name it as a mistake of the distribution they are drawn from."""
+    def next_token_distribution(logits, temperature=1.0, top_k=None, top_p=None):
+        return distribution(logits.double(), temperature, top_k, top_p, bug=bug).to(logits.dtype)
+
+    def sample_next(logits, temperature=1.0, top_k=None, top_p=None, generator=None):
+        probs = next_token_distribution(logits, temperature, top_k, top_p)
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+    hint = DISTRIBUTION_BUGS[bug]
+    _, own = check_report(check_next_token_distribution, next_token_distribution, _cases("next_token_distribution"))
+    assert hint in own, own
+    _, drawn = check_report(check_sample_next, sample_next, _cases("sample_next"))
+    assert IN_THE_DISTRIBUTION + hint in drawn or IN_THE_DISTRIBUTION in drawn and hint in drawn, drawn

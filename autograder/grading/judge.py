@@ -103,7 +103,7 @@ class CellsThatDoNotRun:
         return {name: said for source, said in self.broken for name in _defined(source)}
 
 
-_DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)", re.M)
+_DEFINES = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.M)
 
 
 def _defined(source: str) -> list[str]:
