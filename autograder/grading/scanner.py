@@ -339,6 +339,8 @@ class SourceScanner:
         anywhere = self.allowlist.anywhere()
         self.outside_anywhere = Finding(OUTSIDE + anywhere[0].what, self.line(anywhere[0].node)) if anywhere else None
         self._outside_memo: dict[str, list[Finding]] = {}
+        self._reached: dict[str, list[ast.AST]] = {}  # graded name -> the code its walk read (_uses)
+        self._within_memo: dict[int, list] = {}  # id(code) -> what it uses outside the allowlist
 
     def line(self, node: ast.AST) -> str:
         """The student's line of code where ``node`` starts, stripped."""
@@ -589,8 +591,9 @@ class SourceScanner:
         for name in forbidden:
             for word in ALWAYS_FORBIDDEN.get(name, [name.rsplit(".", 1)[-1]]):
                 wanted.setdefault(word, name)
-        if wanted:
-            _Walk(self, wanted, hits).run((self.module if obj.name in self.module.bound else None, obj.name))
+        walk = _Walk(self, wanted, hits)
+        walk.run((self.module if obj.name in self.module.bound else None, obj.name))
+        self._reached[obj.name] = walk.reached  # the same code, read again for the allowlist
         return list(hits.values())
 
     def outside_allowlist(self, obj: Any) -> list[Finding]:
@@ -600,13 +603,15 @@ class SourceScanner:
         if not isinstance(obj, StudentObject):
             return []
         if obj.name not in self._outside_memo:
-            walk = _Walk(self, {}, {})
-            walk.run((self.module if obj.name in self.module.bound else None, obj.name))
+            if obj.name not in self._reached:
+                self._uses(obj, [])
             found: dict[str, Finding] = {}
             if self.outside_anywhere is not None:
                 found[str(self.outside_anywhere)] = self.outside_anywhere
-            for root in walk.reached:
-                for outside in self.allowlist.within(root):
+            for root in self._reached[obj.name]:
+                if id(root) not in self._within_memo:  # a helper that several graded names reach
+                    self._within_memo[id(root)] = self.allowlist.within(root)
+                for outside in self._within_memo[id(root)]:
                     name = OUTSIDE + outside.what
                     found.setdefault(name, Finding(name, self.line(outside.node)))
             self._outside_memo[obj.name] = list(found.values())
