@@ -228,7 +228,8 @@ def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_ow
     # PyTorch's own message, its sizes as the case's own numbers (10 is none of them)
     assert "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (?x4 and 8x8)\n" in sealed, sealed
     assert "at: output = query @ key_weights" in sealed, sealed
-    assert "check which axes you transpose" in sealed  # the hint read off the message stays
+    # the hint read off the message stays; it names a transpose only where the line makes one (issue 59)
+    assert "check which tensors, of which shapes, this line multiplies" in sealed and "transpose" not in sealed
     assert "raised ValueError" in sealed and "secret" not in sealed and "anything" not in sealed, sealed
     assert "10x4" not in sealed
 
@@ -1050,3 +1051,13 @@ def test_integer_outputs_of_another_dtype_lose_points_and_name_the_dtype(assignm
     assert check_report(check, right, cases, points=2)[0] == 2
     score, text = check_report(check, lambda *a, **k: _as_int32(right(*a, **k)), cases, points=2)
     assert 0 < score < 2 and "dtype int32, expected int64" in text and what in text, text
+
+
+def test_a_matrix_product_hint_names_a_transpose_only_where_the_line_makes_one():
+    from attention_checks.answers.hints import crash_hints
+
+    error = "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (10x4 and 8x8)\n      at: {}"
+    assert any("check which axes you transpose" in h
+               for h in crash_hints(error.format("scores = q @ k.transpose(0, 1)"), {}))
+    plain = crash_hints(error.format("scores = q @ w"), {})
+    assert plain and not any("transpose" in h for h in plain), plain

@@ -21,7 +21,7 @@ from autograder.results import observed_status
 from autograder.sandbox import kernels
 from autograder.sandbox import server as sandbox_server
 from autograder.sandbox.bwrap import TMPFS_BYTES, bwrap_available, sandbox_limits
-from autograder.sandbox.cgroups import MemoryGroup
+from autograder.sandbox.cgroups import MemoryGroup, memory_groups_available
 from autograder.sandbox.kernels import ReadOnlyOutputWidget, SandboxedExecute, SandboxedKernelManager
 from autograder.sandbox.server import ForkServer, fork_server
 
@@ -340,35 +340,50 @@ needs_memory_group = pytest.mark.skipif(not (lambda g: g and g.remove() is None)
 
 HOLD_MEMORY = """
 import mmap, os, time
-def hold(mib):  # touch every page: resident memory, not only address space
-    held = mmap.mmap(-1, mib * 2**20)
-    for offset in range(0, mib * 2**20, 4096):
-        held[offset] = 1
+def hold(mib, flags=mmap.MAP_SHARED):  # touch every page: resident memory, not only address space
+    held = mmap.mmap(-1, mib * 2**20, flags=flags)
+    rewrite(held, 1)
     return held
+def rewrite(held, value):  # each page written in place: no new memory
+    for offset in range(0, len(held), 4096):
+        held[offset] = value
 """
 
 
 def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_path):
     """The fork server measures what each test cell used (what flash_attention's long case is judged
     on): new memory at its peak (200 MiB held for a moment and freed), memory held before the cell
-    and written in it (a buffer made beforehand), or written and then given back before the end.
-    A cell that touches nothing it held is not charged for it; the student's code cannot reset the
-    measure (its own clear_refs is closed to it)."""
+    and written in it (a buffer made beforehand), or written and then given back before the end;
+    files on the sandbox's RAM disks are memory too (kept; written and removed within the cell
+    where the sandbox has a memory group, whose peak counts every page). A cell that touches nothing
+    it held is not charged for it, nor for the garbage of earlier cells (collected before it runs);
+    the student's code cannot reset the measure (its own clear_refs is closed to it)."""
     from autograder.results import memory_used
 
     measured = "# a test of memory_mib\n"  # the case key that makes the sandbox measure a test cell
-    nb = run_notebook(tmp_path, [HOLD_MEMORY, "before, buffer = hold(150), hold(120)",
+    # 60 MiB: a kernel's files stop at 64 MiB (FILE_BYTES)
+    on_ram_disk = "with open({!r}, 'wb') as file:\n    for _ in range(60):\n        file.write(b'x' * 2**20)\n"
+    nb = run_notebook(tmp_path, [HOLD_MEMORY, "before, buffer, own = hold(150), hold(120), hold(120, mmap.MAP_PRIVATE)",
                                  graded_cell(measured + "hold(200).close()"),
                                  graded_cell(measured + "print(6 * 7)"),
-                                 graded_cell(measured + "buffer[:] = b'y' * len(buffer)"),
-                                 graded_cell(measured + "buffer.write(b'z' * len(buffer))\nbuffer.close()"),
+                                 graded_cell(measured + "rewrite(own, 2)"),
+                                 graded_cell(measured + "rewrite(buffer, 2)\nbuffer.close()"),
                                  graded_cell("hold(200).close()"), """
         try:
             open("/proc/self/clear_refs", "w").write("5")
             print("RESET")
         except OSError as error:
-            print(type(error).__name__)"""])
+            print(type(error).__name__)""",
+        # a reference cycle holding 150 MiB, which the collector (off) leaves to the measured cell
+        "import gc\ngc.disable()\ncycle = [hold(150)]\ncycle.append(cycle)\ndel cycle",
+        graded_cell(measured + "gc.collect()"),
+        graded_cell(measured + on_ram_disk.format("/dev/shm/kept")),
+        graded_cell(measured + on_ram_disk.format("/tmp/removed") + "os.remove('/tmp/removed')"),
+        # shared memory (a tensor's share_memory_(), say) made before and rewritten in place
+        "shared = hold(120)", graded_cell(measured + "rewrite(shared, 2)")])
     new, idle, rewritten, given_back = (memory_used(cell) for cell in nb.cells[2:6])
+    garbage, kept, removed = (memory_used(cell) for cell in nb.cells[9:12])
+    shared = memory_used(nb.cells[13])
     assert 190 * 2**20 <= new < 230 * 2**20, new
     assert idle < 16 * 2**20, idle  # the 270 MiB held since before the cell are not its
     assert 115 * 2**20 <= rewritten < 150 * 2**20, rewritten
@@ -376,6 +391,11 @@ def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_pat
     # only test cells of a memory bound are measured (it costs some 20 ms a cell)
     assert memory_used(nb.cells[1]) is None and memory_used(nb.cells[6]) is None
     assert nb.cells[7].outputs[0].text == "PermissionError\n"
+    assert garbage < 40 * 2**20, garbage  # (a collection reads every object the kernel made: some 17 MiB)
+    assert 58 * 2**20 <= kept < 90 * 2**20, kept
+    if memory_groups_available():  # seen only at the group's peak: the file is gone at the end
+        assert 58 * 2**20 <= removed < 90 * 2**20, removed
+    assert 115 * 2**20 <= shared < 150 * 2**20, shared
 
 
 @needs_memory_group

@@ -154,8 +154,12 @@ def crash_hints(error: str, named: Mapping[str, Any], state: Mapping[str, Any] |
                      f"{m[2]}): either the mask is not this attention's, or its query and keys are not the tensors "
                      "you meant.")
     if re.search(r"mat1 and mat2 shapes cannot be multiplied|Expected size for first two dimensions of batch2", first):
+        # "which axes you transpose" only where the line transposes something (else it is a guess)
+        transposes = re.search(r"\.(transpose|permute|mT|T)\b|\.t\(\)|swapaxes", line) is not None
         hints.append("The shapes of a matrix product do not fit: the last axis of the left operand meets the "
-                     "second-to-last of the right one; check which axes you transpose.")
+                     "second-to-last of the right one; " + ("check which axes you transpose." if transposes else
+                                                           "check which tensors, of which shapes, this line "
+                                                           "multiplies."))
     return hints
 
 

@@ -143,8 +143,8 @@ MIB = 2**20
 def judge_memory(report: Report, name: str, bound_mib: float, used: int | None, quoting: Quoting) -> Report:
     """A check whose cases must fit in ``bound_mib`` MiB, judged on the memory the test cell used
     as the sandbox measured it from outside the kernel (``used``, bytes: see
-    SandboxedExecute._note_memory): past the bound, the check earns nothing, however its values
-    came out. Where the notebook ran without the grader's fork server (no sandbox, a cold kernel),
+    autograder.sandbox.kernels.used_between): past the bound, the check earns nothing, however its
+    values came out. Where the notebook ran without the grader's fork server (no sandbox, a cold kernel),
     nothing was measured: the values decide, and the report says so."""
     if used is None:
         return Report(report.score, report.points, report.text + f"\n    (not measured here: its memory limit of "
@@ -156,8 +156,8 @@ def judge_memory(report: Report, name: str, bound_mib: float, used: int | None, 
         f"measured from outside the notebook's kernel; its case fits in {bound_mib:g} MiB when computed block "
         f"by block (0 / {report.points:g} points)\n"
         "    hint: the whole (L, S) matrix of scores, or a copy of it in any form (numpy, another dtype, a buffer "
-        "made beforehand), must never exist: keep one (block_size, block_size) tile of scores at a time, with a "
-        "running maximum, sum and output per query"))
+        "made beforehand, shared memory, a file), must never exist: keep one (block_size, block_size) tile of "
+        "scores at a time, with a running maximum, sum and output per query"))
 
 
 def run_test_source(source: str, shared: dict) -> Any:

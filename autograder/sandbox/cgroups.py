@@ -10,7 +10,9 @@ per-process limit is all there is.
 
 Both hierarchies are read the same way: cgroup v1's memory controller
 (``memory.limit_in_bytes``) and cgroup v2 (``memory.max``), each found from
-/proc/self/cgroup and /proc/self/mountinfo.
+/proc/self/cgroup and /proc/self/mountinfo. A group also measures the most memory its sandbox
+held at once since a reset (``start_peak``, ``peak``), in every form: what flash_attention's
+long case is judged on, with the kernel's own measures (kernels.used_between).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class _Hierarchy:
     own_group: Path
     limit_files: tuple[str, ...]  # memory, then memory plus swap (v1) or swap alone (v2)
     events_file: str  # holds a line "oom_kill N"
+    usage_files: tuple[str, str]  # what the group holds now, and the most it held at once
     v2: bool
 
 
@@ -68,7 +71,7 @@ def _hierarchy() -> _Hierarchy | None:
     v1 = next((path for controllers, path in groups.items() if "memory" in controllers.split(",")), None)
     if v1 is not None and "memory" in mounts:
         return _Hierarchy(_folder(mounts["memory"], v1), ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"),
-                          "memory.oom_control", v2=False)
+                          "memory.oom_control", ("memory.usage_in_bytes", "memory.max_usage_in_bytes"), v2=False)
     if "" in groups and "v2" in mounts:
         # v2 lets a group with processes in it (this one) give no controller to its children: only
         # where the memory controller was already handed down (a delegated group) can it be used
@@ -78,7 +81,8 @@ def _hierarchy() -> _Hierarchy | None:
                 return None
         except OSError:
             return None
-        return _Hierarchy(own, ("memory.max", "memory.swap.max"), "memory.events", v2=True)
+        return _Hierarchy(own, ("memory.max", "memory.swap.max"), "memory.events", ("memory.current", "memory.peak"),
+                          v2=True)
     return None
 
 
@@ -96,6 +100,7 @@ class MemoryGroup:
     def __init__(self, path: Path, hierarchy: _Hierarchy, limit_bytes: int):
         self.path, self.hierarchy, self.limit_bytes = path, hierarchy, limit_bytes
         self._oom_kills = 0  # the last count read: the group may be gone when someone asks
+        self._peak: int | None = None  # cgroup v2's memory.peak, open: its reset holds for this descriptor
 
     @classmethod
     def create(cls, limit_bytes: int) -> MemoryGroup | None:
@@ -136,9 +141,41 @@ class MemoryGroup:
             pass
         return self._oom_kills
 
+    def start_peak(self) -> int | None:
+        """Start a new measure of the most memory the group holds at once (every page charged to it:
+        its processes' own, the files they write on RAM disks, shared memory); returns what it holds
+        now (bytes), or None where the peak cannot be reset (cgroup v2 before Linux 6.12)."""
+        held, peak = self.hierarchy.usage_files
+        try:
+            if self.hierarchy.v2:
+                self._close_peak()
+                self._peak = os.open(self.path / peak, os.O_RDWR | os.O_CLOEXEC)
+                os.write(self._peak, b"reset")
+            else:
+                (self.path / peak).write_text("0")  # cgroup v1: the peak becomes what it holds now
+            return int((self.path / held).read_text())
+        except (OSError, ValueError):
+            self._close_peak()
+            return None
+
+    def peak(self) -> int | None:
+        """The most memory the group held at once since ``start_peak`` (bytes), or None."""
+        try:
+            if not self.hierarchy.v2:
+                return int((self.path / self.hierarchy.usage_files[1]).read_text())
+            return int(os.pread(self._peak, 64, 0)) if self._peak is not None else None
+        except (OSError, ValueError):
+            return None
+
+    def _close_peak(self) -> None:
+        if self._peak is not None:
+            os.close(self._peak)
+            self._peak = None
+
     def remove(self, timeout: float = 5.0) -> None:
         """Remove the group once its processes are gone (the sandbox was stopped before)."""
         self.oom_kills()  # the last count, for a kernel whose sandbox went with it
+        self._close_peak()
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -15,12 +15,15 @@ It talks to the grader over its stdin and stdout, one JSON object per line:
                                         seccomp mode and threads (/proc), and the sandbox's
                                         processes but its init and the server
     {"op": "memory", "pid": n, "reset": bool}
-                                     -> {"resident": bytes, "peak": bytes, "referenced": bytes}: the
+                                     -> {"resident": bytes, "peak": bytes, "anon": bytes, "shmem": bytes,
+                                         "file": bytes, "ram_disks": bytes, "touched": bytes}: the
                                         kernel's resident memory now, its peak since the last reset
-                                        (or its start), and its pages marked used (its code's, and
-                                        the data it read or wrote since the last reset); a reset
-                                        first makes the peak what is resident now and marks its data
-                                        unused
+                                        (or its start), what it holds now of each kind (anonymous,
+                                        shared, files' pages), what the sandbox's RAM disks hold, and
+                                        (but at a reset) how much of its memory (anonymous, shared, on
+                                        a RAM disk: not its libraries' code) it read or wrote since the
+                                        last reset; a reset first makes the peak what is resident now
+                                        and marks every page unused
     {"op": "reset"}                  -> {"killed": n, "clean": bool}: every other process of
                                         the sandbox killed, /tmp, /dev/shm, SysV IPC, POSIX
                                         message queues, the user's keyrings and the scratch
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import gc
 import json
 import os
@@ -74,15 +78,25 @@ KEYCTL_JOIN_SESSION_KEYRING, KEYCTL_CLEAR, KEYCTL_GET_PERSISTENT = 1, 7, 22
 KEY_SPEC_PROCESS_KEYRING, KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -2, -4, -5
 _libc = ctypes.CDLL(None, use_errno=True)
 _exit_codes: dict[int, int] = {}  # kernels reaped by kill(), for the next poll()
-# Each kernel's /proc/PID/clear_refs and smaps_rollup, opened by the server while the kernel let it
-# (``spawn``): writing "2" to clear_refs marks its anonymous pages (its data, not its code) unused, so
-# that smaps_rollup's "Referenced" grows by those it reads or writes; "5" makes its peak resident
+# Each kernel's /proc/PID/clear_refs and smaps, opened by the server while the kernel let it (``spawn``):
+# writing "1" to clear_refs marks all its pages unused, so that each mapping's "Referenced" in smaps
+# grows by those it reads or writes ("2" would mark its anonymous pages only, and a shared mapping made
+# before, such as a tensor's share_memory_(), could be rewritten unseen); "5" makes its peak resident
 # memory (VmHWM) what it holds now.
 _memory_files: dict[int, tuple[int, int]] = {}
-CLEAR_REFS_USED, CLEAR_REFS_PEAK = b"2", b"5"
+CLEAR_REFS_USED, CLEAR_REFS_PEAK = b"1", b"5"
+# smaps' first line of a mapping: "start-end perms offset major:minor inode path"
+MAPPING = re.compile(rb"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ ([0-9a-f]+:[0-9a-f]+) (\d+)", re.M)
 
 # Where a kernel works (its current folder and HOME): in the sandbox's /tmp, a RAM disk with a size.
 KERNEL_FOLDER = "/tmp/work"
+# The sandbox's RAM disks, whose files hold memory as much as the kernel's own pages do (bwrap.py)
+RAM_DISKS = ("/tmp", "/dev/shm")
+# A kernel's allocator gives every block of at least this size its own mapping, returned to the system
+# when freed (mallopt's M_MMAP_THRESHOLD, which also stops glibc from raising the threshold as it goes):
+# the memory a kernel holds is then what its live tensors hold, not what freed ones left in its heap
+# in an order that changes from one run to the next (a whole row of tiles measured 145 to 216 MiB)
+M_MMAP_THRESHOLD, OWN_MAPPING_BYTES = -3, 2**20
 # Landlock (Linux 5.13+), by which a process gives up rights for itself and the processes it
 # starts, without privileges: its three system calls have these numbers on every architecture.
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -263,7 +277,7 @@ def spawn(argv: list[str], files: str, one_thread: bool = True) -> int:
             if os.read(dumpable[0], 1):
                 clear = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
                 try:
-                    _memory_files[pid] = clear, os.open(f"/proc/{pid}/smaps_rollup", os.O_RDONLY | os.O_CLOEXEC)
+                    _memory_files[pid] = clear, os.open(f"/proc/{pid}/smaps", os.O_RDONLY | os.O_CLOEXEC)
                 except OSError:
                     os.close(clear)
                     raise
@@ -294,20 +308,68 @@ def _kib(fields: dict[str, str], name: str) -> int:
     return int(fields[name].split()[0]) * 1024
 
 
+def ram_disks_used() -> int:
+    """Bytes the sandbox's RAM disks hold (files on them are memory, not disk)."""
+    used = 0
+    for folder in RAM_DISKS:
+        try:
+            disk = os.statvfs(folder)
+        except OSError:
+            continue
+        used += (disk.f_blocks - disk.f_bfree) * disk.f_frsize
+    return used
+
+
+@functools.cache
+def memory_devices() -> frozenset[bytes]:
+    """The devices (as smaps writes them, "major:minor") whose files are memory: the RAM disks, and
+    the one of shared anonymous memory, memfd_create's files and SysV shared memory."""
+    devices = set()
+    for folder in RAM_DISKS:
+        try:
+            devices.add(os.stat(folder).st_dev)
+        except OSError:
+            pass
+    try:
+        shared = os.memfd_create("device", os.MFD_CLOEXEC)
+        devices.add(os.fstat(shared).st_dev)
+        os.close(shared)
+    except (OSError, AttributeError):
+        pass
+    return frozenset(f"{os.major(d):02x}:{os.minor(d):02x}".encode() for d in devices)
+
+
+def _touched(smaps: int) -> int:
+    """Bytes of the pages marked used in the mappings of ``smaps`` (an open /proc/PID/smaps) that are
+    memory: anonymous (no file: inode 0), or a file on one of ``memory_devices``."""
+    text = b""
+    while chunk := os.pread(smaps, 1 << 20, len(text)):
+        text += chunk
+    devices, touched = memory_devices(), 0
+    mappings = list(MAPPING.finditer(text))
+    for mapping, after in zip(mappings, mappings[1:] + [None]):
+        if mapping.group(2) == b"0" or mapping.group(1) in devices:
+            block = text[mapping.end():after.start() if after else len(text)]
+            used = re.search(rb"^Referenced:\s+(\d+) kB", block, re.M)
+            touched += int(used.group(1)) * 1024 if used else 0
+    return touched
+
+
 def memory(pid: int, reset: bool) -> dict:
-    """The kernel's resident memory, its peak and its pages marked used (bytes), after marking its
-    data pages unused and making the peak what it holds now if ``reset``; {} once it is gone or
-    its memory is not measured."""
+    """The kernel's resident memory, its peak, its pages marked used and what it holds of each kind
+    (bytes), and what the RAM disks hold, after marking its data pages unused and making the peak
+    what it holds now if ``reset``; {} once it is gone or its memory is not measured."""
     if pid not in _memory_files:
         return {}
-    clear, rollup = _memory_files[pid]
+    clear, smaps = _memory_files[pid]
     try:
         if reset:
             os.write(clear, CLEAR_REFS_USED)
             os.write(clear, CLEAR_REFS_PEAK)
         fields = _proc_status(pid)
-        used = dict(line.split(":", 1) for line in os.pread(rollup, 1 << 16, 0).decode().splitlines()[1:])
-        return {"resident": _kib(fields, "VmRSS"), "peak": _kib(fields, "VmHWM"), "referenced": _kib(used, "Referenced")}
+        measured = {"resident": _kib(fields, "VmRSS"), "peak": _kib(fields, "VmHWM"), "anon": _kib(fields, "RssAnon"),
+                    "shmem": _kib(fields, "RssShmem"), "file": _kib(fields, "RssFile"), "ram_disks": ram_disks_used()}
+        return measured if reset else {**measured, "touched": _touched(smaps)}
     except (OSError, KeyError, ValueError):
         return {}
 
@@ -325,6 +387,7 @@ def run_kernel(argv: list[str], files: str, one_thread: bool = True) -> None:
     are bound in the scratch folder: no thread of the kernel, no process it starts, can write
     there or anywhere else outside the sandbox's sized RAM disks. With ``one_thread`` (always, but
     in the tests of the layers below it), no cell can start a thread or a process."""
+    _libc.mallopt(M_MMAP_THRESHOLD, OWN_MAPPING_BYTES)  # what it holds is what it uses (the long case)
     shutil.copytree(files, KERNEL_FOLDER, dirs_exist_ok=True)
     os.chdir(KERNEL_FOLDER)
     os.environ["HOME"] = KERNEL_FOLDER

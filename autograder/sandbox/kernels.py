@@ -36,6 +36,10 @@ from autograder.sandbox.forkserver import SECCOMP_FILTERING
 from autograder.sandbox.provisioners import SandboxProvisioner
 from autograder.sandbox.registration import PRIVATE_IPC, SANDBOX
 
+# Run silently in the kernel right before a test cell of a memory bound is measured: the garbage of
+# earlier cells (reference cycles) is collected, and what the allocator holds free given back, now
+# rather than during the cell, where freeing it would be charged to the cell as memory given back.
+FRESH_STATE = '__import__("gc").collect(); __import__("ctypes").CDLL(None).malloc_trim(0)'
 AFTER_HIDDEN_TESTS = ("[output not shown: this cell ran after hidden tests had run, and output from then on could "
                       "show their code]\n")
 
@@ -120,18 +124,49 @@ class SandboxedKernelManager(PrivateIPCKernelManager):
         return sandbox.ask_server("inspect") if sandbox else {}
 
     def memory(self, reset: bool = False) -> dict:
-        """The kernel's resident memory, its peak since the last reset and how much of what it holds
-        it read or wrote since then, in bytes (``resident``, ``peak``, ``referenced``), as its fork
-        server reads them from outside; ``reset`` starts a new measure first. {} for a cold kernel,
-        or one whose server is gone."""
+        """The kernel's memory as its fork server reads it from outside (forkserver.memory, bytes:
+        ``resident``, its ``peak`` since the last reset, ``anon``, ``shmem``, ``file``, the RAM disks'
+        ``ram_disks``, and but at a reset the memory it read or wrote since then, ``touched``) and,
+        where the sandbox has a memory group, what the group holds (``group_held``, at a reset) or
+        held at most since the last reset (``group_peak``); ``reset`` starts a new measure first.
+        {} for a cold kernel, or one whose server is gone."""
         sandbox = self._sandbox()
-        return sandbox.ask_server("memory", reset=reset) if sandbox else {}
+        measured = sandbox.ask_server("memory", reset=reset) if sandbox else {}
+        group = sandbox.memory_group[0] if measured and sandbox.memory_group else None
+        if group is not None:
+            held = group.start_peak() if reset else group.peak()
+            if held is not None:
+                measured["group_held" if reset else "group_peak"] = held
+        return measured
 
     def oom_kills(self) -> int:
         """Processes of this kernel's sandbox the OOM killer stopped since the kernel started:
         its processes together held more than ``memory_limit``."""
         sandbox = self._sandbox()
         return sandbox.oom_kills() if sandbox else 0
+
+
+def used_between(start: dict, end: dict) -> int:
+    """The memory (bytes) a kernel used between two measures of ``SandboxedKernelManager.memory``
+    (``start`` taken with a reset): the most new memory it held at once, or, if more, the memory it
+    held before and read or wrote, counting what it gave back as used (a buffer made before the
+    test, written, and freed before its end).
+
+    New memory, in any form: the sandbox's memory group's peak over what it held at the start,
+    where it has one (every page charged to it: the kernel's own, its files on the RAM disks, shared
+    memory); and, group or not, the kernel's peak resident memory over its start, less the pages of
+    files (its libraries' code) it mapped for the first time, which are not its to hold, plus what
+    its RAM disks gained. Held before: its memory read or written (``touched``: anonymous, shared,
+    on a RAM disk), less what is new (its anonymous and shared memory grew by as much)."""
+    def gained(name: str) -> int:
+        return end[name] - start[name]
+
+    new = end["peak"] - start["resident"] - max(0, gained("file")) + max(0, gained("ram_disks"))
+    if "group_held" in start and "group_peak" in end:
+        new = max(new, end["group_peak"] - start["group_held"])
+    own = gained("anon") + gained("shmem")  # grown (new pages) or shrunk (given back)
+    held_before = end["touched"] - max(0, own) + max(0, -own)
+    return max(new, held_before, 0)
 
 
 class ReadOnlyOutputWidget(OutputWidget):
@@ -198,8 +233,8 @@ class SandboxedExecute(Execute):
         deadline_first = self._deadline - time.monotonic() < self.timeout  # the notebook's time ends before the cell's
         if self._at_start is None:
             self._at_start = self.km.confinement() if hasattr(self.km, "confinement") else {}
-        start = self._memory(reset=True) if measures_memory(cell) else {}
         try:
+            start = self._start_measure(cell) if measures_memory(cell) else {}
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
             self._note_memory(cell, start)
@@ -222,17 +257,21 @@ class SandboxedExecute(Execute):
     def _memory(self, reset: bool = False) -> dict:
         return self.km.memory(reset) if hasattr(self.km, "memory") else {}
 
+    def _start_measure(self, cell) -> dict:
+        """The kernel's memory right before ``cell`` runs, in a fresh state (FRESH_STATE), its measure
+        reset; {} where it is not measured (no fork server)."""
+        if not self._memory(reset=True):  # (a reset answers without reading the kernel's mappings)
+            return {}
+        self.wait_for_reply(self.kc.execute(FRESH_STATE, silent=True, store_history=False), cell)
+        return self._memory(reset=True)
+
     def _note_memory(self, cell, start: dict) -> None:
         """Note in a test cell's metadata how much memory the kernel used while the cell ran, read
-        from outside by the fork server (what the checks of a streaming algorithm are judged on; no
-        note where it was not measured): the most of its new memory held at once, or, if more, the
-        memory it read or wrote that it already held (a buffer made before the test), counting
-        what it gave back during the cell as used (such a buffer, freed before the end)."""
+        from outside (what the checks of a streaming algorithm are judged on; no note where it was
+        not measured): ``used_between`` its measures before and after the cell."""
         end = self._memory() if start else {}
         if end:
-            new = end["peak"] - start["resident"]
-            held_before = end["referenced"] - start["referenced"] + max(0, start["resident"] - end["resident"])
-            cell.metadata[MEMORY] = {"used": max(new, held_before, 0)}
+            cell.metadata[MEMORY] = {"used": used_between(start, end)}
 
     def _spawned(self) -> bool:
         """Whether the kernel runs more threads, or its sandbox more processes, than before the
