@@ -107,9 +107,26 @@ check_merge_heads = declare(Check(
 
 
 def _mha_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
-    dtype, B, L, E, H, bias = as_dtype(c["dtype"]), c["batch"], c["L"], c["E"], c["H"], c["bias"]
-    if E % H:
-        raise ValueError(f"E={E} is not divisible by H={H}")
+    _refuse_mha_case(c)
+    if c["check"] == "parameters":  # names and shapes only: nothing to pass
+        return Inputs({})
+    dtype, B, L, E = as_dtype(c["dtype"]), c["batch"], c["L"], c["E"]
+    # drawn from gen in this order (tensors, weights, masks): a case's inputs never change
+    self_attention = c["S"] is None
+    S = L if self_attention else c["S"]
+    query = randn(B, L, E, gen=gen, dtype=dtype)  # (B, L, E)
+    key = query if self_attention else randn(B, S, E, gen=gen, dtype=dtype)  # (B, S, E)
+    value = query if self_attention else randn(B, S, E, gen=gen, dtype=dtype)  # (B, S, E)
+    state = _mha_state(E, c["bias"], gen, dtype)
+    kwargs = _mha_masks(c, L, S, gen, dtype)  # only what the case sets, by nn.MultiheadAttention's names
+    kwargs.update({name: False for name in ("need_weights", "average_attn_weights") if not c[name]})
+    return Inputs(dict(query=query, key=key, value=value), kwargs, extra=dict(state=state))
+
+
+def _refuse_mha_case(c: dict[str, Any]) -> None:
+    """A case nn.MultiheadAttention could not answer, or this check cannot build: ValueError."""
+    if c["E"] % c["H"]:
+        raise ValueError(f"E={c['E']} is not divisible by H={c['H']}")
     kinds = {c["key_padding_mask"], c["attn_mask"]} - {"none"}
     if kinds - {"bool", "float"}:
         raise ValueError("masks are 'none', 'bool' or 'float'")
@@ -117,15 +134,11 @@ def _mha_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
         raise ValueError("nn.MultiheadAttention deprecates a bool mask with a float one: use one kind")
     if c["check"] not in ("forward", "parameters"):
         raise ValueError("check is 'forward' or 'parameters'")
-    if c["check"] == "parameters":  # names and shapes only: nothing to pass
-        return Inputs({})
 
-    self_attention = c["S"] is None
-    S = L if self_attention else c["S"]
-    query = randn(B, L, E, gen=gen, dtype=dtype)  # (B, L, E)
-    key = query if self_attention else randn(B, S, E, gen=gen, dtype=dtype)  # (B, S, E)
-    value = query if self_attention else randn(B, S, E, gen=gen, dtype=dtype)  # (B, S, E)
-    # weights keep q, k, v and the output of order 1; biases nonzero so that ignoring them shows
+
+def _mha_state(E: int, bias: bool, gen: torch.Generator, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The weights loaded into the student's module, by nn.MultiheadAttention's names: they keep
+    q, k, v and the output of order 1, and the biases are nonzero so that ignoring them shows."""
     std = E**-0.5
     state = {"in_proj_weight": randn(3 * E, E, gen=gen, dtype=dtype, std=std)}
     if bias:
@@ -133,33 +146,38 @@ def _mha_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     state["out_proj.weight"] = randn(E, E, gen=gen, dtype=dtype, std=std)
     if bias:
         state["out_proj.bias"] = randn(E, gen=gen, dtype=dtype, std=0.5)
+    return state
 
+
+def _mha_masks(c: dict[str, Any], L: int, S: int, gen: torch.Generator, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The case's key_padding_mask and attn_mask, those it asks for: where each blocks is drawn
+    first (attn_mask's, then the padding's), then their float values in the same order."""
+    B, H = c["batch"], c["H"]
     am_shape = (B * H, L, S) if c["mask_per_head"] else (L, S)
     attn_blocked = block_mask(am_shape, gen) if c["attn_mask"] != "none" else None
     pad = block_mask((B, S), gen) if c["key_padding_mask"] != "none" else None
-    if attn_blocked is not None and pad is not None:  # no query may lose all its keys
+    if attn_blocked is not None and pad is not None:
         per_head = attn_blocked.view(-1, H, L, S) if c["mask_per_head"] else attn_blocked.expand(B, H, L, S)
-        for b, h, i in (per_head | pad[:, None, None, :]).all(-1).nonzero().tolist():
-            pad[b, (~per_head[b, h, i]).nonzero()[0, 0]] = False
+        _keep_a_key_for_each_query(per_head, pad)
+    attn_mask = None if attn_blocked is None else _as_mask(attn_blocked, c["attn_mask"], gen, dtype)
+    padding = None if pad is None else _as_mask(pad, c["key_padding_mask"], gen, dtype)
+    return {name: mask for name, mask in (("key_padding_mask", padding), ("attn_mask", attn_mask)) if mask is not None}
 
-    def as_float(blocked: torch.Tensor) -> torch.Tensor:  # -inf where blocked, other added values elsewhere
-        return torch.where(blocked, NEG_INF, randn(*blocked.shape, gen=gen, dtype=torch.float64)).to(dtype)
 
-    attn_mask = key_padding_mask = None  # drawn in this order (attn_mask's float values first)
-    if attn_blocked is not None:
-        attn_mask = attn_blocked if c["attn_mask"] == "bool" else as_float(attn_blocked)
-    if pad is not None:
-        key_padding_mask = pad if c["key_padding_mask"] == "bool" else as_float(pad)
-    kwargs: dict[str, Any] = {}  # only what the case sets, by nn.MultiheadAttention's names
-    if key_padding_mask is not None:
-        kwargs["key_padding_mask"] = key_padding_mask
-    if attn_mask is not None:
-        kwargs["attn_mask"] = attn_mask
-    if not c["need_weights"]:
-        kwargs["need_weights"] = False
-    if not c["average_attn_weights"]:
-        kwargs["average_attn_weights"] = False
-    return Inputs(dict(query=query, key=key, value=value), kwargs, extra=dict(state=state))
+def _keep_a_key_for_each_query(per_head: torch.Tensor, pad: torch.Tensor) -> None:
+    """No query may lose all its keys (its row of weights would be NaN): where the two masks
+    together block every key of a query (``per_head``: the attn_mask as (B, H, L, S)), the
+    padding lets the first key through that the attn_mask leaves open."""
+    for b, h, i in (per_head | pad[:, None, None, :]).all(-1).nonzero().tolist():
+        pad[b, (~per_head[b, h, i]).nonzero()[0, 0]] = False
+
+
+def _as_mask(blocked: torch.Tensor, kind: str, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """A mask of ``kind`` ("bool": True where blocked; "float": -inf where blocked, and other
+    values to add, drawn from ``gen``, elsewhere)."""
+    if kind == "bool":
+        return blocked
+    return torch.where(blocked, NEG_INF, randn(*blocked.shape, gen=gen, dtype=torch.float64)).to(dtype)
 
 
 PARAMETER_NAMES = "in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias"

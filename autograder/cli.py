@@ -146,13 +146,43 @@ def _release(args) -> int:
 def _grade(args) -> int:
     # Light modules only until the class is found: what grades it is then started (a sandbox, or
     # the workers) so that its imports of nbgrader and PyTorch run beside this process's own.
-    from autograder.instructor.lms import collect_notes, read_roster
     from autograder.layout import find_assignments
     from autograder.report import ResultsWriter
-    from autograder.submissions import SubmissionsError, discover, find_root, unpack_student_zips, unpack_zip
 
     progress_line = (lambda message: None) if args.quiet else say
     submissions, out = args.submissions.resolve(), args.out.resolve()
+    _refuse_to_grade(args, submissions, out)
+    assignments = find_assignments(args.source)
+    notebooks = {a: sorted(p.stem for p in (args.source / a).glob("*.ipynb")) for a in assignments}
+
+    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        tmp = Path(tmp)
+        expected, collected = _expected_notebooks(args, submissions, tmp, assignments, notebooks, progress_line)
+        present = sorted({s.assignment for s in expected})
+        groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
+        progress_line(f"found {len(groups)} students' assignments ({', '.join(present)}), {len(expected)} notebooks")
+
+        options = grading_options(args)
+        _start_grading_early(args, options, len(groups))
+        progress_line("loading nbgrader and PyTorch")
+        from autograder.grading.course_cache import prepared_course
+
+        course = prepared_course(tmp / "course", options, present, progress_line)  # checks the source notebooks first
+
+        grade_groups = _engine(args)
+        writer = ResultsWriter(out, late={key for key, (_, late) in collected.items() if late})
+        progress_line("grading")
+        kept = _grade_into(writer, grade_groups, groups, course, options, args)
+        writer.finish()
+    return _say_what_was_graded(args, out, writer.results, kept)
+
+
+def _refuse_to_grade(args, submissions: Path, out: Path) -> None:
+    """Stop before any work where grading could not end well: no SUBMISSIONS, an output inside it
+    (it is never modified), a roster that cannot be read, or no kernel that could start."""
+    from autograder.instructor.lms import read_roster
+    from autograder.submissions import SubmissionsError
+
     if not submissions.exists():
         raise SubmissionsError(f"{submissions} does not exist")
     if submissions.is_dir() and out.is_relative_to(submissions):
@@ -162,63 +192,66 @@ def _grade(args) -> int:
     if args.roster:  # read now: a roster that cannot be read stops the run before any work
         read_roster(args.roster)
     _kernels_can_start()
-    assignments = find_assignments(args.source)
-    notebooks = {a: sorted(p.stem for p in (args.source / a).glob("*.ipynb")) for a in assignments}
 
-    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        tmp = Path(tmp)
-        progress_line(f"reading {submissions}")
-        top = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
-        root = find_root(top, assignments)
-        unzipped = unpack_student_zips(root, tmp / "students")
-        given = submissions if submissions.is_file() else _only_zip(root) if unzipped else root  # not in tmp
-        if unzipped:
-            progress_line(f"unpacked the per-student zips of {root} (each zip's name is its student's id)")
-            top = root = unzipped
-        collected = collect_notes(top, assignments)  # what `collect` said: late, superseded, not placed
-        expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
-        if not expected:
-            raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks, given))
-        graded_here = not (args.scheduler or args.scheduler_file)  # a cluster's workers grade on their machines
-        for hint in [*_layout_hints(root, assignments, notebooks, given),
-                     *sandbox_hints(args.sandbox, args.memory if graded_here else 0)]:
-            print(f"autograder: warning: {hint}", file=sys.stderr)
-        present = sorted({s.assignment for s in expected})
-        groups = [list(g) for _, g in groupby(expected, key=lambda s: (s.student_id, s.assignment))]
-        progress_line(f"found {len(groups)} students' assignments ({', '.join(present)}), {len(expected)} notebooks")
 
-        options = grading_options(args)
-        _start_grading_early(args, options, len(groups))
-        progress_line("loading nbgrader and PyTorch")
-        from tqdm import tqdm
+def _expected_notebooks(args, submissions: Path, tmp: Path, assignments: list[str], notebooks: dict,
+                        progress_line) -> tuple[list, dict]:
+    """The notebooks of SUBMISSIONS (unpacked into ``tmp`` where zipped) that `grade` expects,
+    sorted by student and assignment, and what `collect` said about them (``collect_notes``);
+    NothingToGrade where there are none. Warns of what looks wrong in the layout and the sandbox."""
+    from autograder.instructor.lms import collect_notes
+    from autograder.submissions import discover, find_root, unpack_student_zips, unpack_zip
 
-        from autograder.engine import cache
-        from autograder.grading.course_cache import prepared_course
+    progress_line(f"reading {submissions}")
+    top = unpack_zip(submissions, tmp / "unzipped") if submissions.is_file() else submissions
+    root = find_root(top, assignments)
+    unzipped = unpack_student_zips(root, tmp / "students")
+    given = submissions if submissions.is_file() else _only_zip(root) if unzipped else root  # not in tmp
+    if unzipped:
+        progress_line(f"unpacked the per-student zips of {root} (each zip's name is its student's id)")
+        top = root = unzipped
+    collected = collect_notes(top, assignments)  # what `collect` said: late, superseded, not placed
+    expected = _with_collect_notes(discover(root, assignments, notebooks), collected, notebooks)
+    if not expected:
+        raise NothingToGrade(_nothing_found(submissions, top, assignments, notebooks, given))
+    graded_here = not (args.scheduler or args.scheduler_file)  # a cluster's workers grade on their machines
+    for hint in [*_layout_hints(root, assignments, notebooks, given),
+                 *sandbox_hints(args.sandbox, args.memory if graded_here else 0)]:
+        print(f"autograder: warning: {hint}", file=sys.stderr)
+    return expected, collected
 
-        course = prepared_course(tmp / "course", options, present, progress_line)  # checks the source notebooks first
 
-        grade_groups = _engine(args)
-        writer = ResultsWriter(out, late={key for key, (_, late) in collected.items() if late})
-        progress_line("grading")
-        progress = tqdm(total=len(expected), unit="notebook", disable=args.quiet, file=sys.stderr)
-        kept = cache.ResultCache(args.cache, course, options) if args.cache else None
-        if kept:  # groups graded before with the same inputs come back as they were; the others are graded
-            groups = kept.replay(groups, writer)
-            progress.update(kept.hits)
-        with kernel_environment(), progress:
-            for graded in grade_groups(groups, course, options):
-                for result, feedback in graded:
-                    writer.add(result, feedback)
-                if kept:
-                    kept.store(graded)
-                progress.update(len(graded))
-        writer.finish()
+def _grade_into(writer, grade_groups, groups: list, course, options: GradingOptions, args):
+    """Grade ``groups`` (a student's notebooks of one assignment each) into ``writer``, with a
+    progress bar; with --cache, the groups graded before with the same inputs come back as they
+    were, and the others are kept for the next run. Returns that cache (None without --cache)."""
+    from tqdm import tqdm
 
-    counts = Counter(r.status for r in writer.results)
+    from autograder.engine import cache
+
+    progress = tqdm(total=sum(map(len, groups)), unit="notebook", disable=args.quiet, file=sys.stderr)
+    kept = cache.ResultCache(args.cache, course, options) if args.cache else None
+    if kept:
+        groups = kept.replay(groups, writer)
+        progress.update(kept.hits)
+    with kernel_environment(), progress:
+        for graded in grade_groups(groups, course, options):
+            for result, feedback in graded:
+                writer.add(result, feedback)
+            if kept:
+                kept.store(graded)
+            progress.update(len(graded))
+    return kept
+
+
+def _say_what_was_graded(args, out: Path, results: list, kept) -> int:
+    """The summary line (unless --quiet), the scores recorded in --gradebook, and the exit status:
+    NOTHING_GRADED where every notebook was missing or invalid."""
+    counts = Counter(r.status for r in results)
     if not args.quiet:
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         reused = f"; {kept.hits} from the cache" if kept else ""
-        print(f"graded {len(writer.results)} notebooks ({summary or 'none'}{reused}) -> {out / 'grades.csv'}")
+        print(f"graded {len(results)} notebooks ({summary or 'none'}{reused}) -> {out / 'grades.csv'}")
     if args.gradebook:
         recorded = _record_in_gradebook(args, out)
         if not args.quiet:
@@ -446,12 +479,33 @@ def _collect(args) -> int:
 
 def _export(args) -> int:
     from autograder.instructor.gradebook import gradebook_url
-    from autograder.instructor.lms import LMSS, NOT_GRADED, export, grading_record, read_roster, refuse_overwriting
+    from autograder.instructor.lms import NOT_GRADED, export, read_roster
 
     grades = args.results / "grades.csv"
     if not grades.is_file():
         raise InputError(f"no grades.csv in {args.results}")
     gradebook = gradebook_url(str(args.gradebook)) if args.gradebook else None
+    _refuse_to_export(args, gradebook)
+    roster = read_roster(args.roster) if args.roster else None
+    assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
+                                        gradebook, args.late_penalty)
+    for why in left_out:
+        print(f"left out: {why}", file=sys.stderr)
+    _say_why_not_graded(args.format, rows)
+    _say_what_awaits_a_person(rows)
+    source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
+    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
+    if args.feedback_zip:
+        _export_feedback(args, assignment, rows)
+    return 0
+
+
+def _refuse_to_export(args, gradebook: str | None) -> None:
+    """Stop before anything is written where an output would replace what export reads (the
+    grading's record, the roster, collect's folder, a gradebook file), or --feedback-zip is
+    asked for without what its LMS needs."""
+    from autograder.instructor.lms import grading_record, refuse_overwriting
+
     read = [*grading_record(args.results), *[p for p in (args.roster, args.collected) if p]]
     if gradebook and gradebook.startswith("sqlite:///"):  # a database file (a URL may name one too)
         read.append(Path(gradebook.removeprefix("sqlite:///").removeprefix("file:").partition("?")[0]))
@@ -461,16 +515,24 @@ def _export(args) -> int:
     if args.feedback_zip and args.format == "canvas" and not args.collected:
         raise InputError("canvas --feedback-zip needs --collected SUBMISSIONS (the folder `collect --lms canvas` "
                          "wrote): Canvas attaches a re-uploaded file to the submitted file whose ids its name carries")
-    roster = read_roster(args.roster) if args.roster else None
-    assignment, rows, left_out = export(grades, args.format, args.out, args.assignment, roster, args.column,
-                                        gradebook, args.late_penalty)
-    for why in left_out:
-        print(f"left out: {why}", file=sys.stderr)
+
+
+def _say_why_not_graded(fmt: str, rows: list) -> None:
+    """Each student without a grade, with why; and each note that the format's sheet has no
+    column for (the instructor sees it here, or nowhere)."""
+    from autograder.instructor.lms import LMSS, NOT_GRADED
+
     for row in rows:
         if row.status in NOT_GRADED:
             print(f"no grade: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
-        elif row.reason and not LMSS[args.format].shows_reasons:  # its sheet has no column for it
+        elif row.reason and not LMSS[fmt].shows_reasons:
             print(f"note: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
+
+
+def _say_what_awaits_a_person(rows: list) -> None:
+    """The graded students whose written answers are not graded yet, and what to do about them."""
+    from autograder.instructor.lms import NOT_GRADED
+
     pending = [row for row in rows if row.to_grade_by_hand and row.status not in NOT_GRADED]
     for row in pending:
         print(f"to grade by hand: {row.student.student_id} ({row.student.name}): {row.note}", file=sys.stderr)
@@ -478,11 +540,6 @@ def _export(args) -> int:
         print(f"{len(pending)} students' grades leave out written answers not graded yet (the LMS gets the points "
               "counted, out of the whole maximum): grade them in nbgrader's formgrader (after `export-gradebook`), then "
               "export with --gradebook", file=sys.stderr)
-    source = f"final scores from {args.gradebook}" if gradebook else "autograded points"
-    print(f"wrote {len(rows)} students ({sum(r.status not in NOT_GRADED for r in rows)} graded; {source}) -> {args.out}")
-    if args.feedback_zip:
-        _export_feedback(args, assignment, rows)
-    return 0
 
 
 def _export_feedback(args, assignment: str, rows: list) -> None:

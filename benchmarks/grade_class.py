@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -137,22 +138,39 @@ def grade_plain(root: Path, pairs: list[tuple[str, str]], course: Path) -> tuple
     return times, scores
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--students", type=int, default=40)
-    parser.add_argument("--plain", type=int, default=4, help="students graded with plain nbgrader too (0: none)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--assignments", nargs="+", default=ALL_ASSIGNMENTS,
-                        help="the assignments of the class (default: all)")
-    parser.add_argument("--rerun", type=int, default=0, metavar="N",
-                        help="grade with --cache, then N times again unchanged: a re-run's cost (default: 0)")
-    args = parser.parse_args()
+@dataclass
+class Measured:
+    """One run of the benchmark: the class, our grading (and its re-runs with --cache), and plain
+    nbgrader's on the subset it grades."""
 
+    kinds: dict[tuple[str, str], str]  # (student, assignment) -> kind
+    ours: float  # wall seconds
+    peak: int  # bytes
+    ours_cpu: float  # CPU seconds
+    units: list[float]  # `import torch` seconds, before and after our grading
+    results: Results
+    reruns: list[tuple[float, int, float]]  # as ``ours, peak, ours_cpu``
+    identical: bool  # every re-run's results byte-identical to the first run's
+    pairs: list[tuple[str, str]]  # (student, assignment) graded by plain nbgrader too
+    times: list[float]  # plain nbgrader's seconds per notebook
+    plain_scores: dict[tuple[str, str], float]  # (student, assignment) -> plain nbgrader's score
+
+    @property
+    def notebooks(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def valid(self) -> int:
+        """The notebooks that have to run (all but the broken files)."""
+        return sum(kind != "broken" for kind in self.kinds.values())
+
+
+def measure(args: argparse.Namespace) -> Measured:
+    """Build the class in a temporary folder and grade it: ours (with --rerun: with a cache, from
+    a snapshot of the grader, then again unchanged), then plain nbgrader on its subset."""
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         tmp = Path(tmp)
         kinds = build_class(tmp / "class", args.students, args.assignments)
-        notebooks = len(kinds)
-        valid = sum(kind != "broken" for kind in kinds.values())
         cache = ["--cache", str(tmp / "cache")] if args.rerun else []
         grader = snapshot_grader(tmp / "grader") if args.rerun else REPO
         units = [torch_import_seconds()]
@@ -167,46 +185,75 @@ def main() -> None:
         plain_students = {f"student{i:04d}" for i in range(args.plain)}
         pairs = sorted(p for p, kind in kinds.items() if p[0] in plain_students and kind != "broken")
         times, plain_scores = grade_plain(tmp / "class", pairs, tmp / "plain") if pairs else ([], {})
+    return Measured(kinds=kinds, ours=ours, peak=peak, ours_cpu=ours_cpu, units=units, results=results, reruns=reruns,
+                    identical=identical, pairs=pairs, times=times, plain_scores=plain_scores)
 
-    ours_rate = notebooks / ours
-    print(f"class: {args.students} students x {notebooks // args.students} assignments = {notebooks} notebooks "
-          f"({', '.join(f'{k}: {list(kinds.values()).count(k)}' for k in KINDS)}); {os.cpu_count()} cores")
-    print(f"autograder --jobs {args.jobs}: {ours:8.1f} s   {ours_rate:6.2f} notebooks/s   "
-          f"{ours / notebooks:6.3f} s per notebook, {ours / valid:6.3f} s per notebook that runs "
-          f"(wall / notebooks)   peak memory {peak / 1024**2:,.0f} MiB (PSS of all its processes)"
+
+def print_ours(args: argparse.Namespace, run: Measured) -> None:
+    """The class, our throughput and memory, and the time per notebook in `import torch` times
+    against issue 32's target for this class, where it sets one."""
+    kinds = list(run.kinds.values())
+    print(f"class: {args.students} students x {run.notebooks // args.students} assignments = {run.notebooks} notebooks "
+          f"({', '.join(f'{k}: {kinds.count(k)}' for k in KINDS)}); {os.cpu_count()} cores")
+    print(f"autograder --jobs {args.jobs}: {run.ours:8.1f} s   {run.notebooks / run.ours:6.2f} notebooks/s   "
+          f"{run.ours / run.notebooks:6.3f} s per notebook, {run.ours / run.valid:6.3f} s per notebook that runs "
+          f"(wall / notebooks)   peak memory {run.peak / 1024**2:,.0f} MiB (PSS of all its processes)"
           + ("   with --cache (empty)" if args.rerun else ""))
-    unit = min(units)  # the machine at its quietest: the larger, conservative ratio
-    per_notebook = ours / notebooks / unit
+    unit = min(run.units)  # the machine at its quietest: the larger, conservative ratio
+    per_notebook = run.ours / run.notebooks / unit
     print(f"  = {per_notebook:.3f} `import torch` per notebook (`import torch` takes {unit:.2f} s here: the lower "
-          f"of its medians before and after the grading, {units[0]:.2f} and {units[1]:.2f} s)")
+          f"of its medians before and after the grading, {run.units[0]:.2f} and {run.units[1]:.2f} s)")
     for name, (assignments, target) in TARGETS.items():
         if sorted(args.assignments) == assignments:
             print(f"  issue 32's target for a class of {name}: at most {target:.2f} `import torch` per notebook: "
                   f"{'met' if per_notebook <= target else 'NOT met'}")
-    if reruns:
-        wall, cpu = statistics.median(r[0] for r in reruns), statistics.median(r[2] for r in reruns)
-        print(f"unchanged re-run with --cache (median of {len(reruns)}: "
-              f"{', '.join(f'{r[0]:.1f}' for r in reruns)} s): {wall:.1f} s = {wall / ours:.1%} of the first run's "
-              f"{ours:.1f} s; CPU {cpu:.1f} s = {cpu / ours_cpu:.1%} of its {ours_cpu:.1f} s; "
-              f"results byte-identical: {'yes' if identical else 'NO'}")
-        if not identical:
-            sys.exit(1)
-    if not pairs:
-        return
-    plain_median = statistics.median(times)
-    plain_rate = 1 / plain_median
-    mismatches = [(p, plain_scores[p], results.grades[p]["score"]) for p in pairs
-                  if round(plain_scores[p], 2) != round(float(results.grades[p]["score"]), 2)]
-    print(f"plain nbgrader (1 process each): {len(times)} notebooks, median {plain_median:6.2f} s, "
+
+
+def print_reruns(run: Measured) -> None:
+    """A re-run's cost against the first run's; exits 1 unless every re-run's results are the first's."""
+    wall, cpu = statistics.median(r[0] for r in run.reruns), statistics.median(r[2] for r in run.reruns)
+    print(f"unchanged re-run with --cache (median of {len(run.reruns)}: "
+          f"{', '.join(f'{r[0]:.1f}' for r in run.reruns)} s): {wall:.1f} s = {wall / run.ours:.1%} of the first run's "
+          f"{run.ours:.1f} s; CPU {cpu:.1f} s = {cpu / run.ours_cpu:.1%} of its {run.ours_cpu:.1f} s; "
+          f"results byte-identical: {'yes' if run.identical else 'NO'}")
+    if not run.identical:
+        sys.exit(1)
+
+
+def print_plain(args: argparse.Namespace, run: Measured) -> None:
+    """Plain nbgrader's throughput against ours, and whether both gave the same scores; exits 1 if not."""
+    plain_median = statistics.median(run.times)
+    plain_rate, ours_rate = 1 / plain_median, run.notebooks / run.ours
+    mismatches = [(p, run.plain_scores[p], run.results.grades[p]["score"]) for p in run.pairs
+                  if round(run.plain_scores[p], 2) != round(float(run.results.grades[p]["score"]), 2)]
+    print(f"plain nbgrader (1 process each): {len(run.times)} notebooks, median {plain_median:6.2f} s, "
           f"{plain_rate:6.2f} notebooks/s")
     print(f"throughput ratio (autograder / plain): {ours_rate / plain_rate:.1f}x on the class, "
-          f"{plain_median / (ours / valid):.1f}x counting only the notebooks that run")
+          f"{plain_median / (run.ours / run.valid):.1f}x counting only the notebooks that run")
     print(f"1,000 students x {len(args.assignments)} assignments at this rate: "
           f"{1000 * len(args.assignments) / ours_rate / 60:.1f} min")
-    print(f"scores identical on the {len(pairs)} notebooks both graded: {'yes' if not mismatches else 'NO'}")
+    print(f"scores identical on the {len(run.pairs)} notebooks both graded: {'yes' if not mismatches else 'NO'}")
     for pair, plain, mine in mismatches:
         print(f"  {pair}: plain nbgrader {plain}, autograder {mine}")
     sys.exit(1 if mismatches else 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, default=40)
+    parser.add_argument("--plain", type=int, default=4, help="students graded with plain nbgrader too (0: none)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--assignments", nargs="+", default=ALL_ASSIGNMENTS,
+                        help="the assignments of the class (default: all)")
+    parser.add_argument("--rerun", type=int, default=0, metavar="N",
+                        help="grade with --cache, then N times again unchanged: a re-run's cost (default: 0)")
+    args = parser.parse_args()
+    run = measure(args)
+    print_ours(args, run)
+    if run.reruns:
+        print_reruns(run)
+    if run.pairs:
+        print_plain(args, run)
 
 
 if __name__ == "__main__":

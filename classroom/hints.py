@@ -109,21 +109,32 @@ def foreign_hints(entry: classroom.CorpusEntry, failing: list[str], corpus: list
     of another file of `corpus` whose mistake differs (neither hint contains the other), or the whole
     hint of a known mistake (`known`, see mistake_hints), on a line that holds neither the student's
     own hint nor a text its ``# also:`` allows."""
-    own = (entry.hint or "").lower()
-    mine = [own] + [text.lower() for text in allowed_hints(entry)] if own else []
-    others = {e.hint.lower() for e in corpus if e.expect == "partial" and e.hint and e.name != entry.name}
-    others = {h for h in others if not own or (h not in own and own not in h)}
+    mine = _own_texts(entry)
+    others = _other_mistakes_hints(entry, corpus)
+    hint_lines = [line.strip() for text in failing for line in text.splitlines() if HINT.match(line.strip())]
     found = []
-    for text in failing:
-        for line in text.splitlines():
-            line = line.strip()
-            if not HINT.match(line) or any(m in line.lower() for m in mine):
-                continue
-            wrong = sorted(h for h in others if h in line.lower())
-            if wrong or line.removeprefix("hint:").strip() in known:
-                found.append(f"{entry.name}: {line} (another mistake's hint"
-                             + (f": {wrong[0]!r})" if wrong else ")"))
+    for line in hint_lines:
+        if any(m in line.lower() for m in mine):
+            continue
+        wrong = sorted(h for h in others if h in line.lower())
+        if wrong or line.removeprefix("hint:").strip() in known:
+            found.append(f"{entry.name}: {line} (another mistake's hint" + (f": {wrong[0]!r})" if wrong else ")"))
     return found
+
+
+def _own_texts(entry: classroom.CorpusEntry) -> list[str]:
+    """What a hint line of the student's own may hold, lower case: its ``# hint:`` and the texts
+    its ``# also:`` allows (none for a file without a hint)."""
+    own = (entry.hint or "").lower()
+    return [own] + [text.lower() for text in allowed_hints(entry)] if own else []
+
+
+def _other_mistakes_hints(entry: classroom.CorpusEntry, corpus: list[classroom.CorpusEntry]) -> set[str]:
+    """The ``# hint:`` of every other buggy file of `corpus` whose mistake differs from the
+    student's (neither hint contains the other: the same mistake, said more or less precisely)."""
+    own = (entry.hint or "").lower()
+    others = {e.hint.lower() for e in corpus if e.expect == "partial" and e.hint and e.name != entry.name}
+    return {h for h in others if not own or (h not in own and own not in h)}
 
 
 def tally(assignments: list[str], results: Results, show: set[str], prefix: str = "") -> list[Row]:

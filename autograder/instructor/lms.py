@@ -245,92 +245,128 @@ def collect(download: Path, assignment: str, notebooks: list[str], out: Path, pa
     regex = re.compile(pattern)
     if not {"student_id", "lms_id", "name"} & set(regex.groupindex):
         raise LmsError("the pattern needs a named group student_id, lms_id or name")
-    by_lms = {s.lms_id: s for s in roster or []}
-    by_id = {s.student_id: s for s in roster or []}
-    by_name: dict[str, list[Student]] = {}
-    for student in roster or []:
-        for key in _name_keys(student.name):
-            by_name.setdefault(key, []).append(student)
-
-    report, chosen = [], {}  # (student_id, notebook) -> (version, entry, placement)
+    students = _RosterIndex(roster)
+    report, chosen = [], {}  # target -> (version, entry, placement) of the latest file placed there
     for entry in _entries(download):
-        if _system_file(entry.path):
-            report.append(Placement(entry.path, "ignored", reason="a system file (macOS, Jupyter checkpoint)"))
-            continue
-        if entry.link:
-            report.append(Placement(entry.path, "unplaced", reason="a symbolic link (not followed)"))
-            continue
-        match = regex.fullmatch(entry.path)
-        if not match:
-            report.append(Placement(entry.path, "unplaced", reason="its name does not match the pattern"))
-            continue
-        groups = {k: v for k, v in match.groupdict().items() if v}
-        name = groups.get("name", "")
-        student, why = _identify(groups, roster is not None, by_id, by_lms, by_name)
-        placement = Placement(entry.path, "unplaced", student or groups.get("student_id") or groups.get("lms_id", ""),
-                              name, late=bool(groups.get("late")), reason=why)
+        placement, match = _placement(entry, regex, students, assignment, notebooks)
         report.append(placement)
-        if student is None:
-            continue
-        file = groups.get("file") or PurePosixPath(entry.path).name
-        if not file.endswith(".ipynb"):
-            placement.reason = NOT_A_NOTEBOOK
-            continue
-        notebook = _notebook_for(file, notebooks)
-        if notebook is None:
-            placement.reason = f"{NOT_THIS_ASSIGNMENT} ({', '.join(n + '.ipynb' for n in notebooks)})"
-            continue
-        placement.status, placement.reason = "placed", ""
-        placement.target = f"{student}/{assignment}/{notebook}.ipynb"
-        version = _version(match, entry)
-        earlier = chosen.get((student, notebook))
-        if earlier and earlier[0] > version:
-            placement.status, placement.reason = "superseded", f"a later file of this student: {earlier[1].path}"
-            continue
-        if earlier:
-            earlier[2].status, earlier[2].reason = "superseded", f"a later file of this student: {entry.path}"
-        chosen[(student, notebook)] = (version, entry, placement)
-
-    # Several downloads may go into one SUBMISSIONS (two LMSs, two sections), never over each other.
-    taken = sorted({p.target.rpartition("/")[0] for _, _, p in chosen.values() if (out / p.target).parent.exists()})
-    if taken:
-        raise LmsError(f"{out} already holds {len(taken)} of these students' {assignment} "
-                               f"({', '.join(taken[:3])}, ...): collect into a new folder, or remove them first")
+        if placement.status == "placed":
+            _keep_the_latest(chosen, _version(match, entry), entry, placement)
+    _refuse_collecting_over(out, assignment, [placement for _, _, placement in chosen.values()])
     for _, entry, placement in chosen.values():
-        try:
-            data = entry.read()
-        except ZIP_ERRORS as err:  # a damaged member: this file is not placed, the others are
-            placement.status, placement.target = "unplaced", ""
-            placement.reason = f"{UNREADABLE} ({type(err).__name__}: {err})"
-            continue
-        target = out / placement.target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        os.utime(target, (entry.mtime.timestamp(), entry.mtime.timestamp()))
+        _copy_placed(out, entry, placement)
     return report
 
 
-def _identify(groups: dict, have_roster: bool, by_id: dict, by_lms: dict, by_name: dict) -> tuple[str | None, str]:
-    """(student id, "") from what a file name says, or (None, why not)."""
-    if "student_id" in groups:
-        student = groups["student_id"]
-        if have_roster and student not in by_id:
-            return None, f"student id {student} is not in the roster"
-    elif "lms_id" in groups:
-        if have_roster and groups["lms_id"] not in by_lms:
-            return None, f"LMS id {groups['lms_id']} is not in the roster"
-        student = by_lms[groups["lms_id"]].student_id if have_roster else groups["lms_id"]
-    elif not have_roster:
-        return None, "the pattern gives only a name: pass --roster to map names to student ids"
-    else:
-        found = {s.student_id for s in by_name.get(_key(groups["name"]), [])}
+def _placement(entry: Entry, regex: re.Pattern, students: "_RosterIndex", assignment: str, notebooks: list[str]
+               ) -> tuple[Placement, re.Match | None]:
+    """What the name of one file of the download says (and its match of the pattern): a
+    notebook of the assignment placed for its student, or why it is not placed."""
+    if _system_file(entry.path):
+        return Placement(entry.path, "ignored", reason="a system file (macOS, Jupyter checkpoint)"), None
+    if entry.link:
+        return Placement(entry.path, "unplaced", reason="a symbolic link (not followed)"), None
+    match = regex.fullmatch(entry.path)
+    if not match:
+        return Placement(entry.path, "unplaced", reason="its name does not match the pattern"), None
+    groups = {k: v for k, v in match.groupdict().items() if v}
+    student, why = students.identify(groups)
+    placement = Placement(entry.path, "unplaced", student or groups.get("student_id") or groups.get("lms_id", ""),
+                          groups.get("name", ""), late=bool(groups.get("late")), reason=why)
+    if student is not None:
+        _place_notebook(placement, groups.get("file") or PurePosixPath(entry.path).name, assignment, notebooks)
+    return placement, match
+
+
+def _place_notebook(placement: Placement, file: str, assignment: str, notebooks: list[str]) -> None:
+    """Place an identified student's uploaded ``file`` as the notebook of the assignment it is,
+    or say why it is none of them (these reasons reach the student's row in grades.csv)."""
+    if not file.endswith(".ipynb"):
+        placement.reason = NOT_A_NOTEBOOK
+        return
+    notebook = _notebook_for(file, notebooks)
+    if notebook is None:
+        placement.reason = f"{NOT_THIS_ASSIGNMENT} ({', '.join(n + '.ipynb' for n in notebooks)})"
+        return
+    placement.status, placement.reason = "placed", ""
+    placement.target = f"{placement.student_id}/{assignment}/{notebook}.ipynb"
+
+
+def _keep_the_latest(chosen: dict, version: tuple, entry: Entry, placement: Placement) -> None:
+    """Of the files placed at one target (a student's notebook uploaded again), only the latest
+    (``_version``) is copied; the others are superseded, each naming the file that replaced it."""
+    earlier = chosen.get(placement.target)
+    if earlier and earlier[0] > version:
+        placement.status, placement.reason = "superseded", f"a later file of this student: {earlier[1].path}"
+        return
+    if earlier:
+        earlier[2].status, earlier[2].reason = "superseded", f"a later file of this student: {entry.path}"
+    chosen[placement.target] = (version, entry, placement)
+
+
+def _refuse_collecting_over(out: Path, assignment: str, placed: list[Placement]) -> None:
+    """Several downloads may go into one SUBMISSIONS (two LMSs, two sections), never over each other."""
+    taken = sorted({p.target.rpartition("/")[0] for p in placed if (out / p.target).parent.exists()})
+    if taken:
+        raise LmsError(f"{out} already holds {len(taken)} of these students' {assignment} "
+                       f"({', '.join(taken[:3])}, ...): collect into a new folder, or remove them first")
+
+
+def _copy_placed(out: Path, entry: Entry, placement: Placement) -> None:
+    """Copy a placed file to its target, with its time in the download; a damaged zip member is
+    not placed (and says why), the others are."""
+    try:
+        data = entry.read()
+    except ZIP_ERRORS as err:
+        placement.status, placement.target = "unplaced", ""
+        placement.reason = f"{UNREADABLE} ({type(err).__name__}: {err})"
+        return
+    target = out / placement.target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    os.utime(target, (entry.mtime.timestamp(), entry.mtime.timestamp()))
+
+
+class _RosterIndex:
+    """A roster's students by student id, LMS id and name (each of its spellings, ``_name_keys``),
+    to tell whose a file is; without a roster, a file's name says it alone."""
+
+    def __init__(self, roster: list[Student] | None):
+        self.given = roster is not None
+        self.by_id = {s.student_id: s for s in roster or []}
+        self.by_lms = {s.lms_id: s for s in roster or []}
+        self.by_name: dict[str, list[Student]] = {}
+        for student in roster or []:
+            for key in _name_keys(student.name):
+                self.by_name.setdefault(key, []).append(student)
+
+    def identify(self, groups: dict) -> tuple[str | None, str]:
+        """(student id, "") from what a file name says (the pattern's groups), or (None, why not)."""
+        if "student_id" in groups:
+            student = groups["student_id"]
+            if self.given and student not in self.by_id:
+                return None, f"student id {student} is not in the roster"
+        elif "lms_id" in groups:
+            if self.given and groups["lms_id"] not in self.by_lms:
+                return None, f"LMS id {groups['lms_id']} is not in the roster"
+            student = self.by_lms[groups["lms_id"]].student_id if self.given else groups["lms_id"]
+        elif not self.given:
+            return None, "the pattern gives only a name: pass --roster to map names to student ids"
+        else:
+            student, why = self._by_name(groups["name"])
+            if student is None:
+                return None, why
+        if not _SAFE_ID.fullmatch(student) or student in (".", ".."):
+            return None, f"student id {student!r} cannot be a folder name"
+        return student, ""
+
+    def _by_name(self, name: str) -> tuple[str | None, str]:
+        """(student id, "") of the one student of the roster with this name, or (None, why not)."""
+        found = {s.student_id for s in self.by_name.get(_key(name), [])}
         if len(found) != 1:
-            return None, (f"the name {groups['name']!r} is " +
+            return None, (f"the name {name!r} is " +
                           ("not in the roster" if not found else f"ambiguous in the roster ({', '.join(sorted(found))})"))
-        student = found.pop()
-    if not _SAFE_ID.fullmatch(student) or student in (".", ".."):
-        return None, f"student id {student!r} cannot be a folder name"
-    return student, ""
+        return found.pop(), ""
 
 
 def collect_notes(folder: Path, assignments: list[str]) -> dict[tuple[str, str], tuple[str, bool]]:
@@ -546,37 +582,56 @@ def grade_rows(grades_csv: Path, assignment: str | None, roster: list[Student] |
     who share an LMS id with another (the LMS would give both one grade and one feedback). With
     ``gradebook`` (an nbgrader database URL), graded students get their final score there."""
     rows = read_csv(grades_csv)
-    assignments = sorted({r["assignment"] for r in rows})
-    if assignment is None:
-        if len(assignments) != 1:
-            raise LmsError(f"{grades_csv} holds {len(assignments)} assignments "
-                                   f"({', '.join(assignments) or 'none'}): name one with --assignment")
-        assignment = assignments[0]
-    elif assignment not in assignments:
-        raise LmsError(f"{grades_csv} holds no grades for {assignment} (it has {', '.join(assignments)})")
+    assignment = _assignment_of(grades_csv, sorted({r["assignment"] for r in rows}), assignment)
     rows = [r for r in rows if r["assignment"] == assignment]
     final = _final_scores(gradebook, assignment) if gradebook else {}
     # written_points: graded by hand, outside max_score (absent from grades.csv of older versions)
     whole = max(_number(r["max_score"]) + _number(r.get("written_points")) for r in rows)
-    known = {s.student_id: s for s in roster or []}
+    out, left_out = _student_rows(rows, roster, final, whole)
     shared = _sharing_an_lms_id(roster or [])
-    out, left_out = [], []
-    for r in rows:
-        student = known.pop(r["student_id"], None)
-        if student is None and roster is not None:
-            left_out.append(f"{r['student_id']} was graded but is not on the roster")
-            continue
-        student = student or Student(r["student_id"], r["student_id"], r["student_id"])
-        grade = None
-        if r["status"] not in NOT_GRADED:
-            points, pending = final.get(r["student_id"], (_number(r["score"]), _number(r.get("to_grade_by_hand"))))
-            grade = course_score(points, _number(r["max_score"]), _number(r.get("written_points")), pending)
-        out.append(Row(student, grade, r["status"], r["reason"], r.get("late") == "yes", whole))
-    out += [Row(student, None, "missing", "nothing was submitted", whole=whole)  # on the roster, absent from every submission
-            for student in known.values()]
     left_out += [shared[row.student.student_id] for row in out if row.student.student_id in shared]
     out = [row for row in out if row.student.student_id not in shared]
     return assignment, sorted(out, key=lambda row: (row.student.name.casefold(), row.student.student_id)), left_out
+
+
+def _assignment_of(grades_csv: Path, assignments: list[str], asked: str | None) -> str:
+    """The assignment to export: the one asked for, which grades.csv must hold, or else the only one it holds."""
+    if asked is None:
+        if len(assignments) != 1:
+            raise LmsError(f"{grades_csv} holds {len(assignments)} assignments "
+                           f"({', '.join(assignments) or 'none'}): name one with --assignment")
+        return assignments[0]
+    if asked not in assignments:
+        raise LmsError(f"{grades_csv} holds no grades for {asked} (it has {', '.join(assignments)})")
+    return asked
+
+
+def _student_rows(lines: list[dict[str, str]], roster: list[Student] | None, final: dict[str, tuple[float, float]],
+                  whole: float) -> tuple[list[Row], list[str]]:
+    """One Row per line of grades.csv, and with a roster one per student of it who is in none
+    (missing); the graded students not on the roster are left out, with why."""
+    known = {s.student_id: s for s in roster or []}
+    rows, left_out = [], []
+    for line in lines:
+        student = known.pop(line["student_id"], None)
+        if student is None and roster is not None:
+            left_out.append(f"{line['student_id']} was graded but is not on the roster")
+            continue
+        rows.append(_graded_row(line, student or Student(line["student_id"], line["student_id"], line["student_id"]),
+                                final, whole))
+    rows += [Row(student, None, "missing", "nothing was submitted", whole=whole)  # on the roster, absent from every submission
+             for student in known.values()]
+    return rows, left_out
+
+
+def _graded_row(line: dict[str, str], student: Student, final: dict[str, tuple[float, float]], whole: float) -> Row:
+    """A student's Row from their line of grades.csv; ``final``: the gradebook's (score, points
+    not graded yet) by student id (``_final_scores``), which replace the line's."""
+    grade = None
+    if line["status"] not in NOT_GRADED:
+        points, pending = final.get(line["student_id"], (_number(line["score"]), _number(line.get("to_grade_by_hand"))))
+        grade = course_score(points, _number(line["max_score"]), _number(line.get("written_points")), pending)
+    return Row(student, grade, line["status"], line["reason"], line.get("late") == "yes", whole)
 
 
 def _sharing_an_lms_id(roster: list[Student]) -> dict[str, str]:
