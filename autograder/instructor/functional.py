@@ -14,7 +14,10 @@ What runs: of each source only its imports and its definitions (functions, class
 to a name): no experiment of a page runs. It runs in a child process (``python -m
 autograder.instructor.functional JOB``) in bubblewrap without a network, each definition's import
 and each trial under a time limit, the global RNG seeded before each trial: the same files give
-the same report.
+the same report. The sandbox's /tmp is its own, but what the interpreter runs from stays visible
+wherever it lives (a virtual environment under /tmp too); ``sandbox_problem`` runs the child's
+imports there once, so that publish can refuse before it builds anything. The graded names of the
+assignments an instructor revealed (their answers are published on purpose) are left out.
 """
 from __future__ import annotations
 
