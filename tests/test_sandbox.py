@@ -398,6 +398,63 @@ def test_the_memory_a_test_cell_uses_is_measured_from_outside_the_kernel(tmp_pat
     assert 115 * 2**20 <= shared < 150 * 2**20, shared
 
 
+MIB = 2**20
+
+
+def test_touched_memory_is_anonymous_shared_or_on_a_ram_disk_never_a_librarys_pages():
+    """What the fork server reads of a kernel's mappings (here this process's own): pages read or
+    written since clear_refs, in private and shared anonymous memory, and not the pages of a file
+    on disk it maps and reads (its libraries' code)."""
+    import mmap
+
+    from autograder.sandbox.forkserver import _touched
+
+    library = Path(torch_library()).read_bytes()  # in the page cache: mapping it reads no disk
+    smaps = os.open("/proc/self/smaps", os.O_RDONLY)
+    try:
+        private = mmap.mmap(-1, 64 * MIB, flags=mmap.MAP_PRIVATE)
+        shared = mmap.mmap(-1, 32 * MIB)
+        with open(torch_library(), "rb") as file:
+            code = mmap.mmap(file.fileno(), 0, prot=mmap.PROT_READ)
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("1")
+        for held in (private, shared):  # written (a page only read would be the zero page, no memory)
+            for offset in range(0, len(held), 4096):
+                held[offset] = 1
+        sum(code[offset] for offset in range(0, len(code), 4096))
+        touched = _touched(smaps)
+    finally:
+        os.close(smaps)
+    assert len(code) == len(library) > 100 * MIB  # read whole, and not counted
+    assert 96 * MIB <= touched < 120 * MIB, touched / MIB
+
+
+def torch_library() -> str:
+    import torch
+
+    return str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
+
+
+def test_a_cells_memory_from_two_measures():
+    """kernels.used_between: new memory at its peak (the memory group's where there is one, else the
+    kernel's own less its libraries' pages plus its RAM disks' gain), or memory held before and
+    touched, what it gave back counted as used."""
+    start = {"resident": 300 * MIB, "peak": 300 * MIB, "anon": 280 * MIB, "shmem": 0, "file": 20 * MIB,
+             "ram_disks": MIB}
+    def end(**changes):
+        return {**start, "touched": 10 * MIB, **{name: value * MIB for name, value in changes.items()}}
+    used = lambda start, end: kernels.used_between(start, end) / MIB  # noqa: E731
+    # the code of a library read for the first time is not the kernel's memory; a file on a RAM disk is
+    assert used(start, end(peak=340, file=30)) == 30
+    assert used(start, end(peak=340, file=30, ram_disks=61)) == 90
+    # the memory group's peak counts what the kernel's own measures miss (a file written, then removed)
+    assert used({**start, "group_held": 500 * MIB}, {**end(peak=340, file=30), "group_peak": 580 * MIB}) == 80
+    # a buffer held before and rewritten; rewritten and freed (given back); an idle cell's own objects
+    assert used(start, end(touched=130)) == 130
+    assert used(start, end(touched=10, anon=160, resident=180)) == 130
+    assert used(start, end()) == 10
+
+
 @needs_memory_group
 def test_memory_is_limited_for_all_of_a_kernels_processes_together(tmp_path):
     """Four children of 700 MiB each stay under a 2 GiB limit per process, not together: the

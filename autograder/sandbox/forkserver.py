@@ -322,21 +322,23 @@ def ram_disks_used() -> int:
 
 @functools.cache
 def memory_devices() -> frozenset[bytes]:
-    """The devices (as smaps writes them, "major:minor") whose files are memory: the RAM disks, and
-    the one of shared anonymous memory, memfd_create's files and SysV shared memory."""
+    """The devices (as smaps writes them, "major:minor" in hex) whose files are memory: every RAM disk
+    mounted here (tmpfs, ramfs), and the one of shared anonymous memory, memfd_create's files and
+    SysV shared memory."""
     devices = set()
-    for folder in RAM_DISKS:
-        try:
-            devices.add(os.stat(folder).st_dev)
-        except OSError:
-            pass
     try:
+        with open("/proc/self/mountinfo") as table:  # "id parent major:minor root point ... - fstype ..."
+            for row in table:
+                fields, _, tail = row.partition(" - ")
+                if tail.split()[:1] in (["tmpfs"], ["ramfs"]):
+                    devices.add(tuple(map(int, fields.split()[2].split(":"))))
         shared = os.memfd_create("device", os.MFD_CLOEXEC)
-        devices.add(os.fstat(shared).st_dev)
+        device = os.fstat(shared).st_dev
         os.close(shared)
-    except (OSError, AttributeError):
+        devices.add((os.major(device), os.minor(device)))
+    except (OSError, AttributeError, ValueError):
         pass
-    return frozenset(f"{os.major(d):02x}:{os.minor(d):02x}".encode() for d in devices)
+    return frozenset(f"{major:02x}:{minor:02x}".encode() for major, minor in devices)
 
 
 def _touched(smaps: int) -> int:
