@@ -510,6 +510,12 @@ def test_tampering_or_registering_anywhere_counts_against_every_graded_object(fi
     assert found("softmax", [], STABLE, source) == [finding]  # no forbidden API (01, 05)
 
 
+def test_the_checks_named_in_a_string_used_as_data_are_no_tampering():
+    """A message, a label or a dictionary key that names the checks' machinery is data (issue 58)."""
+    own = 'notes = {"attention_checks.record": "where records come from"}\nprint("see attention_checks.core")\n'
+    assert found("softmax", SOFTMAX, SETUP, STABLE, own) == []
+
+
 def test_words_like_the_registration_apis_in_the_students_own_names_do_not_count():
     own = 'library = {"books": 3}\n"""the torch.library docs"""\nprint("see the library")\n'
     assert found("softmax", SOFTMAX, SETUP, STABLE, own) == []

@@ -664,8 +664,8 @@ class SourceScanner:
             if reader in READERS or self.is_checks(func):
                 return False  # reading the checks, or calling a public check as the test cells do
             return any(self.is_checks(a) for a in list(node.args) + [k.value for k in node.keywords])
-        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) and id(node) not in self.docstrings:
-            text = fold(node)
+        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) and id(node) in self.named:
+            text = fold(node)  # a string used as a name (import_module, sys.modules[...]); any other is data
             return text is not None and IDENTIFIER_PATH.match(text) is not None and _private_path(text)
         return False
 
