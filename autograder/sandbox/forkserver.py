@@ -358,9 +358,10 @@ def _touched(smaps: int) -> int:
 
 
 def memory(pid: int, reset: bool) -> dict:
-    """The kernel's resident memory, its peak, its pages marked used and what it holds of each kind
-    (bytes), and what the RAM disks hold, after marking its data pages unused and making the peak
-    what it holds now if ``reset``; {} once it is gone or its memory is not measured."""
+    """The kernel's resident memory, its peak and what it holds of each kind (bytes), what the RAM
+    disks hold, and its memory marked used (``_touched``) unless ``reset``, which first marks every
+    page unused and makes the peak what it holds now; {} once it is gone or its memory is not
+    measured."""
     if pid not in _memory_files:
         return {}
     clear, smaps = _memory_files[pid]
