@@ -21,6 +21,7 @@ not count; a forbidden *class* counts even when called (its instance is the modu
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Any, Callable, Iterable, Sequence
 
@@ -822,13 +823,17 @@ class _Walk:
 def _parsed(sources: Sequence[str]) -> list[ast.Module]:
     """The course's cells as Python (for the imports they give the notebook); one that does not
     parse gives none."""
-    transform, trees = TransformerManager().transform_cell, []
-    for source in sources:
-        try:
-            trees.append(ast.parse(transform(source)))
-        except (SyntaxError, ValueError):
-            continue
-    return trees
+    return [tree for source in sources if (tree := _parsed_cell(source)) is not None]
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_cell(source: str) -> ast.Module | None:
+    """One of the course's cells, parsed once per process: every notebook of an assignment holds
+    the same (nothing reads these trees but for their imports, and nothing changes them)."""
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError):
+        return None
 
 
 # Cell magics that run the rest of the cell as Python, in the notebook's namespace.
