@@ -1,6 +1,7 @@
-# Two entry points for a fresh machine (see README):
+# Two entry points for a fresh machine (see README.md; the rest is in docs/):
 #   make site   set up .venv, train the book's models if their code changed, build the book into _build/html
 #   make test   set up .venv and run the test suite
+#   make docs   build the project's documentation (docs/) into docs/_build/html
 PYTHON ?= python3
 VENV   ?= .venv
 # The CPU build this repository is tested with; override with e.g. TORCH=torch on a laptop.
@@ -24,7 +25,7 @@ SYSTEM_PACKAGES = \
 .DEFAULT_GOAL := site
 include tools/venv.mk
 
-.PHONY: site test release clean
+.PHONY: site test docs release clean
 
 # The chapters' models and results (book/data/) first: trained only when their code or data
 # changed (python -m coursebuild.models); then the book, which only loads them. A page whose
@@ -44,8 +45,13 @@ $(TEST_ASSETS): tools/web_assets.py $(VENV)/.installed | system-packages
 	$(BIN)/python tools/web_assets.py --tests
 	touch $@
 
+# The documentation: every warning an error, a broken link between its pages included
+# (tests/test_docs.py builds it too, so CI does).
+docs: python-env
+	$(BIN)/jupyter-book build docs --warningiserror --keep-going
+
 release: setup
 	$(BIN)/python -m autograder release
 
 clean:
-	rm -rf _build
+	rm -rf _build docs/_build

@@ -340,11 +340,11 @@ def sandbox_hints(sandbox: bool, memory_mib: int = 0) -> list[str]:
     if not landlock_version():
         limit = f"up to {TMPFS_BYTES // 2**20} MiB, a RAM disk" if _real_root() else "limited per file only"
         hints.append(f"this Linux has no Landlock (5.13 or later): a kernel can write to its sandbox's scratch folder "
-                     f"on this machine all along ({limit}); see the README's threat model")
+                     f"on this machine all along ({limit}); see docs/threat-model.md")
     if memory_mib and not memory_groups_available():
         hints.append(f"no memory control group can be made here (the grader is not root, and its cgroup does not "
                      f"delegate the memory controller): --memory {memory_mib} limits each process of a kernel, not "
-                     "all of them together; see the README's threat model")
+                     "all of them together; see docs/threat-model.md")
     return hints
 
 
@@ -422,8 +422,8 @@ def _lms_commands(commands) -> None:
                     "Missing and invalid submissions get no grade (a blank cell), never a 0; the reason is in "
                     "Moodle's feedback comments, the plain CSV and this command's output. A written answer not "
                     "graded yet is in neither the points nor the maximum; the LMS, whose maximum is the whole "
-                    "assignment, gets the same share of it. --feedback-zip also writes the feedback pages as "
-                    "the LMS's bulk upload.")
+                    "assignment, gets the points as they are (never scaled up). --feedback-zip also writes the "
+                    "feedback pages as the LMS's bulk upload. No output may be a file this command reads.")
     exp.add_argument("results", type=Path, metavar="RESULTS")
     exp.add_argument("--format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("--out", type=Path, required=True, metavar="FILE")
@@ -556,7 +556,7 @@ def _export_feedback(args, assignment: str, rows: list) -> None:
         print("what each student receives from Canvas: a comment \"See attached file\" on their submission, the page "
               "attached under the name of the file they submitted (e.g. qkv.ipynb, Canvas keeps that name): an HTML page "
               "that Jupyter cannot open; renamed to .html it opens in a web browser. Tell the class so, or use Moodle's "
-              "upload or the submission service's pages (README: Feedback into the LMS)")
+              "upload or the submission service's pages (docs/instructors/lms.md: Feedback into the LMS)")
 
 
 # --------------------------------------------------------------------------
@@ -684,7 +684,8 @@ def _service_commands(commands) -> None:
                                                             "behind a reverse proxy, keep it local)")
     serve.add_argument("--port", type=int, default=8000, help="default: %(default)s")
     serve.add_argument("--policies", type=Path, metavar="FILE",
-                       help="YAML: deadline, late, attempts_per_day, before_deadline per assignment (see the README)")
+                       help="YAML: deadline, late, attempts_per_day, before_deadline per assignment "
+                            "(see docs/instructors/service.md)")
     _grading_arguments(serve, "notebooks graded at once on this machine (default: %(default)s)")
     serve.add_argument("--max-upload-mb", type=int, default=10, help="largest notebook accepted (default: %(default)s)")
     serve.add_argument("--rate-limit", type=int, default=120, metavar="PER_MINUTE",

@@ -24,7 +24,7 @@ SCHEDULER_FILE_TIMEOUT = 120  # seconds a scheduler is given to write its schedu
 class LocalDask:
     """A scheduler, and ``worker_commands`` commands `dask worker --nworkers NWORKERS` (one of 1
     per worker where a test kills single workers, one of N where a machine's workers start as the
-    README starts them) with ``worker_options`` (preloads). ``env``: all processes' environment
+    documentation starts them, docs/instructors/cluster.md) with ``worker_options`` (preloads). ``env``: all processes' environment
     (None: this process's). ``logs``: each process's output in FOLDER/NAME.log, else discarded.
 
     It returns once the scheduler has written ``.file`` (in FOLDER), and with ``wait_for_workers``

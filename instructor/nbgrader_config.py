@@ -22,7 +22,7 @@ The Python that runs nbgrader (and formgrader's notebook server) needs this repo
 (`pip install --no-deps --editable /path/to/this/repository`) and `bwrap` on PATH. Run nbgrader
 with TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR=1 in its environment: without it, nbgrader only
 logs a config file that fails to load (say, autograder not importable) and grades with its unsafe
-defaults. See README.md, "Grading with your own nbgrader".
+defaults. See docs/instructors/grading.md.
 """
 import os
 from pathlib import Path

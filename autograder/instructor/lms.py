@@ -470,7 +470,7 @@ PENDING = "written answer: pending"  # the score rule's words, on every page and
 
 @dataclass(frozen=True)
 class Score:
-    """A student's score under the course's rule (README, "The score rule"), made by
+    """A student's score under the course's rule (docs/instructors/lms.md, "The score rule"), made by
     ``course_score``: a written answer that awaits a person is in neither ``points`` nor
     ``maximum`` (its points are ``pending``); once it has a score it counts in both. An LMS keeps
     one maximum per assignment, the ``whole`` (autograded and written points), and gets the

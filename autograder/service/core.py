@@ -222,7 +222,7 @@ class Service:
         if fmt != "moodle":
             raise HTTPException(409, "Canvas attaches re-uploaded files by the user and file ids in its own "
                                      "submissions download, and a notebook submitted here has none: for Canvas, "
-                                     "collect its download and run `export --format canvas --feedback-zip` (README)")
+                                     "collect its download and run `export --format canvas --feedback-zip` (docs/instructors/lms.md)")
         with tempfile.TemporaryDirectory(prefix="autograder-export-") as tmp:
             self._write_results(assignment, which, Path(tmp))
             _, rows, _ = lms.grade_rows(Path(tmp, "grades.csv"), assignment, self._roster())

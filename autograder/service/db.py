@@ -138,7 +138,7 @@ class Submission(Base):
 
 def _driver(url: str) -> str:
     """``postgresql://`` is psycopg2 to SQLAlchemy 2; the requirements install psycopg 3, so the
-    README's URL is read as ``postgresql+psycopg://`` where psycopg2 is not installed."""
+    documentation's URL (docs/instructors/service.md) is read as ``postgresql+psycopg://`` where psycopg2 is not installed."""
     parsed = make_url(url)
     if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None:
         return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)

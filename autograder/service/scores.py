@@ -1,5 +1,5 @@
 """One score for a submission, the same on every page (the student's, the class table, the
-distribution, the feedback page; README, "Running a submission service"): a written answer
+distribution, the feedback page; docs/instructors/service.md): a written answer
 that awaits a person is left out of both the points and the maximum, and shown apart as
 "written answer: pending (N points)"; once it has a score (a person's, or nbgrader's 0 for an
 answer left as released) it counts in both.
