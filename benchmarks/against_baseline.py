@@ -1,21 +1,27 @@
-"""A class graded by the working tree and by another revision, alternating: time per notebook, same grades?
+"""Two classes graded by the working tree and by another revision, alternating: time per notebook, same grades?
 
 Wall and CPU seconds per notebook, their ratio, and whether the two give the same grades byte
-for byte, in alternating runs on the same machine.
+for byte, in alternating runs on the same machine, for each of two classes:
+
+- **all correct**: ``--students`` copies of the reference solution of each assignment (the
+  class whose cost per notebook issue 62's target is set on);
+- **mixed**: the same students, and ``--corpus`` students of each assignment's corpus
+  (tests/corpus/: realistic mistakes, its device bugs first), so that a change that moves a score
+  or a message shows here (``--corpus 0``: the all-correct class alone).
 
     .venv/bin/python -m benchmarks.against_baseline --baseline HEAD --students 2 --corpus 3 --runs 3
 
-The class: ``--students`` copies of the reference solution of each assignment, and ``--corpus``
-students of each assignment's corpus (tests/corpus/: realistic mistakes, its device bugs first),
-so that a change that moves a score or a message shows here. CPU is that of every process the
-grading started (``benchmarks.fixed_start.grade``), which other load on the machine inflates
-less than the wall time. Exits 1 if the two revisions' grades.csv or results.json differ.
+Each run grades both classes with both graders, one after the other, so that load on the machine
+weighs on all four alike. CPU is that of every process the grading started
+(``benchmarks.fixed_start.grade``), which other load on the machine inflates less than the wall
+time. Exits 1 if the two revisions' grades.csv or results.json differ for either class.
 """
 from __future__ import annotations
 
 import csv
 import filecmp
 import json
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -39,45 +45,79 @@ def make_class(root: Path, assignments: list[str], students: int, corpus: int) -
     return notebooks
 
 
+Times = dict[str, list[tuple[float, float | None]]]  # grader -> (wall, CPU) of each run
+
+
 def main() -> int:
     parser = comparison_parser(__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=2, help="reference students per assignment")
-    parser.add_argument("--corpus", type=int, default=3, help="corpus students per assignment")
+    parser.add_argument("--corpus", type=int, default=3, help="corpus students per assignment, in the mixed class")
     parser.add_argument("--assignments", nargs="+", default=find_assignments(REPO / "solutions"))
     parser.add_argument("--jobs", type=int, default=1)
     args = parser.parse_args()
     unit = torch_unit()
+    print(f"load average {' '.join(f'{load:.1f}' for load in os.getloadavg())} on {os.cpu_count()} cores")
+    differ = False
     with tempfile.TemporaryDirectory(prefix="against-baseline-") as tmp:
         tmp = Path(tmp)
         compared = graders(args.baseline, tmp)
-        notebooks = make_class(tmp / "class", args.assignments, args.students, args.corpus)
-        print(f"{notebooks} notebooks, --jobs {args.jobs}")
-        times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in compared}
+        classes = {"all correct": make_class(tmp / "all-correct", args.assignments, args.students, 0)}
+        if args.corpus:
+            classes["mixed"] = make_class(tmp / "mixed", args.assignments, args.students, args.corpus)
+        print(", ".join(f"{name}: {n} notebooks" for name, n in classes.items()) + f"; --jobs {args.jobs}")
+        times: dict[str, Times] = {name: {grader: [] for grader in compared} for name in classes}
         for run in range(args.runs):
-            for name, grader in compared.items():
-                out = tmp / f"out-{name.replace(' ', '-')}-{run}"
-                times[name].append(grade(grader, tmp / "class", out, args.jobs))
-                seconds, cpu = times[name][-1]
-                print(f"  run {run}: {name:<14} {seconds:6.1f} s, CPU {'-' if cpu is None else f'{cpu:.1f}'} s",
-                      flush=True)
-        # scores, and every test's message and hint
-        before, after = tmp / f"out-{args.baseline.replace(' ', '-')}-0", tmp / "out-working-tree-0"
-        differ = [name for name in ("grades.csv", "results.json")
-                  if not filecmp.cmp(before / name, after / name, shallow=False)]
-        messages = changed_messages(before / "results.json", after / "results.json") if "results.json" in differ else None
-        scores = changed_scores(before / "grades.csv", after / "grades.csv") if "grades.csv" in differ else []
-    print()
-    for what, index in (("wall", 0), ("CPU", 1))[:1 if times[args.baseline][0][1] is None else 2]:
-        base, now = (statistics.median(t[index] for t in times[name]) / notebooks for name in compared)
-        print(f"{what:<4} per notebook: {args.baseline} {base:.2f} s ({base / unit:.2f} torch), working tree "
-              f"{now:.2f} s ({now / unit:.2f} torch), ratio {now / base:.2f}")
-    print(f"grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")
-    for student, assignment, old, new in scores:
-        print(f"  {student} {assignment}: {old} -> {new}")
-    if messages is not None:
-        print(f"results.json without the tests' messages: {'the same' if messages[0] else 'DIFFERENT'}; "
-              f"{messages[1]} of {messages[2]} tests' messages differ")
+            for name in classes:
+                for grader, path in compared.items():
+                    seconds, cpu = grade(path, tmp / folder(name), tmp / folder(f"out-{name}-{grader}-{run}"),
+                                         args.jobs)
+                    times[name][grader].append((seconds, cpu))
+                    print(f"  run {run}: {name:<11} {grader:<14} {seconds:6.1f} s, "
+                          f"CPU {'-' if cpu is None else f'{cpu:.1f}'} s", flush=True)
+        print()
+        for name, notebooks in classes.items():
+            before = tmp / folder(f"out-{name}-{args.baseline}-0")
+            after = tmp / folder(f"out-{name}-working tree-0")
+            differ = report(name, notebooks, times[name], args.baseline, unit, before, after) or differ
+    print(f"load average after: {' '.join(f'{load:.1f}' for load in os.getloadavg())}")
     return 1 if differ else 0
+
+
+def folder(name: str) -> str:
+    return name.replace(" ", "-")
+
+
+def report(name: str, notebooks: int, times: Times, baseline: str, unit: float, before: Path, after: Path) -> bool:
+    """Print one class's medians per notebook, their ratios, and whether the outputs are the same;
+    True where they differ."""
+    print(f"{name} ({notebooks} notebooks):")
+    for what, index in (("wall", 0), ("CPU", 1))[:1 if times[baseline][0][1] is None else 2]:
+        base, now = (statistics.median(t[index] for t in times[grader]) / notebooks for grader in times)
+        print(f"  {what:<4} per notebook: {baseline} {base:.3f} s ({base / unit:.3f} torch), working tree "
+              f"{now:.3f} s ({now / unit:.3f} torch), ratio {now / base:.2f}")
+    # scores, and every test's message and hint
+    differ = [output for output in ("grades.csv", "results.json")
+              if not filecmp.cmp(before / output, after / output, shallow=False)]
+    print(f"  grades.csv and results.json: {'DIFFERENT: ' + ', '.join(differ) if differ else 'the same, byte for byte'}")
+    if "grades.csv" in differ:
+        for student, assignment, old, new in changed_scores(before / "grades.csv", after / "grades.csv"):
+            print(f"    {student} {assignment}: {old} -> {new}")
+    if "results.json" in differ:
+        same, changed, tests = changed_messages(before / "results.json", after / "results.json")
+        print(f"  results.json without the tests' messages: {'the same' if same else 'DIFFERENT'}; "
+              f"{changed} of {tests} tests' messages differ")
+    for pages in ("feedback", "autograded"):  # told, not failed on: a page's wording may change on purpose
+        changed, total = changed_files(before / pages, after / pages)
+        print(f"  {pages}/: {f'{len(changed)} of {total} files differ: ' + ', '.join(changed[:5]) if changed else f'all {total} files the same'}")
+    return bool(differ)
+
+
+def changed_files(before: Path, after: Path) -> tuple[list[str], int]:
+    """The files of ``before`` and ``after`` (relative paths) that differ or are only in one, and how
+    many there are in all."""
+    files = {path.relative_to(folder) for folder in (before, after) for path in folder.rglob("*") if path.is_file()}
+    return sorted(str(f) for f in files if not (before / f).is_file() or not (after / f).is_file()
+                  or not filecmp.cmp(before / f, after / f, shallow=False)), len(files)
 
 
 def changed_scores(before: Path, after: Path) -> list[tuple[str, str, str, str]]:

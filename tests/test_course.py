@@ -154,3 +154,80 @@ def test_converters_in_two_threads_leave_the_process_where_it_was(tmp_path):
             thread.join()
         assert not failures
         assert os.path.isdir(where) and os.getcwd() == where
+
+
+# --------------------------------------------------------------------------
+# the sanitize step's gradebook rows, read once per source notebook (autograder/grading/rebuild.py)
+
+def _tampered(release):
+    """A release notebook with what nbgrader's OverwriteCells puts right: a locked cell's source,
+    a test's points, a cell unlocked, a cell's type, a grade id the course lacks, a kernelspec."""
+    import copy
+
+    from autograder.cells import grade_id_of, is_test_cell, nbgrader_metadata
+
+    nb = copy.deepcopy(release)
+    tests = [c for c in nb.cells if is_test_cell(c)]
+    tests[0].source = "pass  # the test, edited"
+    nbgrader_metadata(tests[1])["points"] = 1000
+    nbgrader_metadata(tests[-1])["locked"] = False
+    markdown = next(c for c in nb.cells if c.cell_type == "markdown" and grade_id_of(c))
+    markdown.cell_type, markdown.outputs, markdown.execution_count = "code", [], None
+    nbgrader_metadata(next(c for c in nb.cells if grade_id_of(c) and c is not markdown))["grade_id"] = "not-ours"
+    nb.metadata["kernelspec"] = {"name": "mine", "display_name": "mine", "language": "python"}
+    return nb
+
+
+def test_the_sanitize_step_reads_the_gradebook_once_and_checks_every_notebook_as_nbgrader_does(tmp_path, monkeypatch):
+    """OverwriteCells and OverwriteKernelspec ask the gradebook, for every notebook, what is the
+    same for all of an assignment's: the course reads it once per source notebook, and each
+    tampered notebook comes out as nbgrader's own steps leave it; a source edited since is read anew."""
+    import copy
+
+    import nbformat
+    from nbgrader.preprocessors import OverwriteCells, OverwriteKernelspec
+
+    from autograder.grading import rebuild
+
+    course = Course(tmp_path / "course", GradingOptions(SOLUTIONS_DIR, sandbox=False),
+                    assignments=["01-self-attention"])
+    course.generate("01-self-attention")
+    notebook = course.notebooks("01-self-attention")[0]
+    release = nbformat.read(course.root / "release" / "01-self-attention" / f"{notebook}.ipynb", as_version=4)
+    resources = {"nbgrader": {"assignment": "01-self-attention", "notebook": notebook, "student": "ada",
+                              "db_url": course.db_url}}
+    opened = []
+    monkeypatch.setattr(rebuild, "Gradebook", lambda *args: opened.append(args) or Gradebook(*args))
+
+    def sanitized(steps, nb):
+        for step in steps:
+            nb, _ = step(config=course.api.config).preprocess(nb, copy.deepcopy(resources))
+        return nb
+
+    nbgraders = [OverwriteKernelspec, OverwriteCells]
+    ours = [rebuild.OverwriteKernelspecOnce, rebuild.OverwriteCellsOnce]
+    tampered = _tampered(release)
+    expected = sanitized(nbgraders, copy.deepcopy(tampered))
+    assert expected != tampered  # nbgrader's steps put things right, so the comparison below means something
+    for submission in (tampered, release, tampered):
+        assert sanitized(ours, copy.deepcopy(submission)) == sanitized(nbgraders, copy.deepcopy(submission))
+    assert len(opened) == 1
+
+    source = course.root / "source" / "01-self-attention" / f"{notebook}.ipynb"
+    source.write_text(source.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    assert sanitized(ours, copy.deepcopy(tampered)) == expected
+    assert len(opened) == 2
+
+
+def test_a_test_cell_is_compiled_once_and_runs_afresh_in_each_notebook():
+    """The judge replays each test cell's source, the course's, the same in every notebook of an
+    assignment: compiled once per process, run each time in the namespace it is given."""
+    from autograder.grading.judge import _compiled_test, run_test_source
+
+    source = "seen.append(value)\ntotal = sum(seen)\ntotal"
+    before = _compiled_test.cache_info()
+    first, second = {"seen": [], "value": 2}, {"seen": [10], "value": 5}
+    assert run_test_source(source, first) == 2 and first["seen"] == [2]
+    assert run_test_source(source, second) == 15 and second["seen"] == [10, 5]
+    after = _compiled_test.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)

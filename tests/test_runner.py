@@ -223,3 +223,18 @@ def test_a_failure_of_the_grader_is_raised_for_the_service_and_the_students_erro
             grade_group(course, group, raise_failures=True)
     assert str(failed.value) == result.reason
     assert not course.path("submitted", group[0].student_id, ASSIGNMENT).exists()  # cleared, as after a result
+
+
+def test_an_autograded_notebook_is_read_as_nbformat_reads_it():
+    """The grader reads back the notebook its exporter wrote without validating it again: the
+    same notebook, minor version and all, as nbformat.reads gives it."""
+    import nbformat
+
+    from autograder.engine.runner import read_autograded
+
+    for path in sorted(SOLUTIONS_DIR.glob("*/*.ipynb"))[:3]:
+        text = path.read_text(encoding="utf-8")
+        for version in (text, text.replace('"nbformat_minor": 5', '"nbformat_minor": 4')):
+            read = read_autograded(version)
+            assert read == nbformat.reads(version, as_version=4) and isinstance(read, nbformat.NotebookNode)
+            assert read.cells and read.nbformat == 4

@@ -200,7 +200,7 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
                   for g in graded.grades}
     path = course.path("autograded", sub.student_id, sub.assignment) / f"{sub.notebook}.ipynb"
     text = path.read_text(encoding="utf-8")  # kept for formgrader (RESULTS/autograded/)
-    autograded = nbformat.reads(text, as_version=4)
+    autograded = read_autograded(text)
     # the status is what the executor observed (a timeout, a dead kernel), never what a cell printed
     status, reason = observed_status(autograded)
     reason = reason or sub.note
@@ -211,6 +211,13 @@ def _read_result(course: Course, sub: Submission) -> NotebookResult:
     return NotebookResult(sub.student_id, sub.assignment, sub.notebook, status, fsum(t.points for t in auto),
                           fsum(t.max_points for t in auto), tests, reason, autograded=text,
                           to_grade_by_hand=fsum(t.max_points for t in tests if t.manual and t.points is None))
+
+
+def read_autograded(text: str) -> nbformat.NotebookNode:
+    """An autograded notebook, as ``nbformat.reads(text, as_version=4)`` gives it, without its
+    validation: the course's exporter validated the notebook after its kernel ran and wrote it as
+    version 4 (nothing to convert), and ``reads`` would only log what validating found."""
+    return nbformat.reader.reads(text)
 
 
 def _nbgrader_error(text: str) -> str:

@@ -23,7 +23,8 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.apps import NbGraderAPI
 from nbgrader.api import Base, Gradebook
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, Execute, SaveAutoGrades
+from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, OverwriteCells,
+                                    OverwriteKernelspec, SaveAutoGrades)
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 from traitlets.config import Config
@@ -34,7 +35,7 @@ from autograder.grading.exporters import AutogradeExporter
 from autograder.grading.feedback import TEMPLATE_DIRS as FEEDBACK_TEMPLATE_DIRS
 from autograder.grading.feedback import TEMPLATE_NAME as FEEDBACK_TEMPLATE_NAME
 from autograder.grading.feedback import FeedbackExporter, GetGradesAndPending, HideHiddenTests
-from autograder.grading.rebuild import RebuildFromSource
+from autograder.grading.rebuild import OverwriteCellsOnce, OverwriteKernelspecOnce, RebuildFromSource
 from autograder.grading.steps import JUDGE_TESTS, SANDBOXED_EXECUTE, SANDBOXED_KERNEL_MANAGER, SAVE_VERDICTS
 from autograder.layout import SOLUTIONS_DIR, find_assignments
 from autograder.options import GradingOptions
@@ -104,10 +105,14 @@ def grading_config(root: Path, cell_timeout: int = 60, notebook_timeout: int = 3
     # The rebuilt notebook's nbgrader metadata is the source's, which generate_assignment
     # validated: nbgrader's CheckCellMetadata (run before and after execution, a tenth of
     # the grader's time per notebook) would only validate it again. A throwaway course
-    # has no due dates, so no late penalties either.
-    c.RebuildFromSource.course_root = str(root)
-    c.Autograde.sanitize_preprocessors = [RebuildFromSource, *without(Autograde.sanitize_preprocessors,
-                                                                      CheckCellMetadata)]
+    # has no due dates, so no late penalties either. nbgrader's checks of each cell against the
+    # gradebook run against the source notebook's rows read once per process (rebuild.SourceRows).
+    sanitize = without(Autograde.sanitize_preprocessors, CheckCellMetadata)
+    sanitize[sanitize.index(OverwriteKernelspec)] = OverwriteKernelspecOnce
+    sanitize[sanitize.index(OverwriteCells)] = OverwriteCellsOnce
+    c.Autograde.sanitize_preprocessors = [RebuildFromSource, *sanitize]
+    for step in (RebuildFromSource, OverwriteKernelspecOnce, OverwriteCellsOnce):
+        c[step.__name__].course_root = str(root)
     # After execution, the grader's own verdict replaces each test cell's outputs, and the
     # gradebook takes each test's score from that verdict, never from the outputs.
     autograde = without(Autograde.autograde_preprocessors, CheckCellMetadata, AssignLatePenalties)

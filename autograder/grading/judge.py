@@ -15,8 +15,10 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import functools
 import io
 import re
+from types import CodeType
 from typing import Any, Sequence
 
 from IPython.core.inputtransformer2 import TransformerManager
@@ -160,15 +162,23 @@ def judge_memory(report: Report, name: str, bound_mib: float, used: int | None, 
         "scores at a time, with a running maximum, sum and output per query"))
 
 
-def run_test_source(source: str, shared: dict) -> Any:
-    """Run a test cell's code as IPython would; returns the value of its last expression."""
+@functools.lru_cache(maxsize=512)
+def _compiled_test(source: str) -> tuple[CodeType, CodeType | None]:
+    """A test cell's code as IPython would run it, and its last expression apart. A test cell's
+    source is the course's (restored from the source notebook), the same in every notebook of an
+    assignment: it is compiled once per process."""
     tree = ast.parse(TransformerManager().transform_cell(source))
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    return (compile(tree, "<test cell>", "exec"),
+            None if last is None else compile(ast.Expression(last.value), "<test cell>", "eval"))
+
+
+def run_test_source(source: str, shared: dict) -> Any:
+    """Run a test cell's code as IPython would; returns the value of its last expression."""
+    body, last = _compiled_test(source)
     namespace = _CellNamespace(shared)
-    exec(compile(tree, "<test cell>", "exec"), shared, namespace)  # noqa: S102 - the course's own test code
-    if last is None:
-        return None
-    return eval(compile(ast.Expression(last.value), "<test cell>", "eval"), shared, namespace)  # noqa: S307
+    exec(body, shared, namespace)  # noqa: S102 - the course's own test code
+    return None if last is None else eval(last, shared, namespace)  # noqa: S307
 
 
 class JudgeTests(NbGraderPreprocessor):

@@ -1,14 +1,120 @@
-"""Rebuilding a submission on the source notebook, before it runs (nbgrader's sanitize step)."""
+"""Rebuilding a submission on the source notebook, before it runs (nbgrader's sanitize step).
+
+What the sanitize step reads of the course is the same for every notebook of an assignment: the
+source and release notebooks, and the rows that ``generate_assignment`` made of the source notebook
+in the gradebook (its cells, their points and checksums, its kernelspec). nbgrader's
+``OverwriteCells`` and ``OverwriteKernelspec`` asked the gradebook for them again for every
+notebook (some 70 SQL statements a notebook); here they are read once per process for each
+source notebook's content, and every notebook is checked against them as nbgrader checks it.
+"""
 import copy
+import hashlib
+import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells, OverwriteKernelspec
 from traitlets import Unicode
 
 from autograder.cells import grade_id_of, nbgrader_metadata
+
+
+class CourseNotebooks:
+    """The course's source and release notebooks, each parsed (and validated) once per process
+    for the bytes it has: a notebook edited since is parsed again. Callers only read them."""
+
+    _parsed: dict[Path, tuple[bytes, nbformat.NotebookNode]] = {}
+
+    @classmethod
+    def read(cls, path: Path) -> nbformat.NotebookNode:
+        data = path.read_bytes()
+        kept = cls._parsed.get(path)
+        if kept is None or kept[0] != data:
+            kept = cls._parsed[path] = (data, nbformat.reads(data.decode("utf-8"), as_version=4))
+        return kept[1]
+
+
+class SourceRows:
+    """What ``generate_assignment`` put in the gradebook for one source notebook, read at once: its
+    source cells, its graded cells' points and its kernelspec. It answers the lookups nbgrader's
+    sanitize steps make (``find_source_cell``, ``find_graded_cell``) as the gradebook does, with
+    plain copies of the rows (``MissingEntry`` for a name it lacks).
+
+    The rows are made from the source notebook alone, so they are kept (``of``) for as long as the
+    source notebook has the same bytes: a source edited (and generated again) is read anew."""
+
+    _kept: dict[tuple, "SourceRows"] = {}
+
+    def __init__(self, db_url: str, assignment: str, notebook: str):
+        self.assignment, self.notebook = assignment, notebook
+        with Gradebook(db_url) as gb:
+            row = gb.find_notebook(notebook, assignment)
+            self.kernelspec = row.kernelspec
+            self.source_cells = {c.name: SimpleNamespace(name=c.name, cell_type=c.cell_type, locked=c.locked,
+                                                         checksum=c.checksum, source=c.source)
+                                 for c in row.source_cells}
+            # a grade cell first, then a task cell of the name, as Gradebook.find_graded_cell looks
+            self.graded_cells = {c.name: SimpleNamespace(name=c.name, max_score=c.max_score)
+                                 for c in [*row.task_cells, *row.grade_cells]}
+
+    @classmethod
+    def of(cls, resources: dict, course_root: str) -> "SourceRows":
+        nbgrader = resources["nbgrader"]
+        assignment, notebook, db_url = nbgrader["assignment"], nbgrader["notebook"], nbgrader["db_url"]
+        source = (Path(course_root) / "source" / assignment / f"{notebook}.ipynb").read_bytes()
+        key = (db_url, assignment, notebook, hashlib.sha256(source).digest())
+        if key not in cls._kept:
+            cls._kept[key] = cls(db_url, assignment, notebook)
+        return cls._kept[key]
+
+    def _of_this_notebook(self, notebook: str, assignment: str) -> None:
+        if (notebook, assignment) != (self.notebook, self.assignment):
+            raise ValueError(f"rows of {self.assignment}/{self.notebook} asked for {assignment}/{notebook}")
+
+    def find_source_cell(self, name: str, notebook: str, assignment: str):
+        self._of_this_notebook(notebook, assignment)
+        if name not in self.source_cells:
+            raise MissingEntry(f"No such source cell: {assignment}/{notebook}/{name}")
+        return self.source_cells[name]
+
+    def find_graded_cell(self, name: str, notebook: str, assignment: str):
+        self._of_this_notebook(notebook, assignment)
+        if name not in self.graded_cells:
+            raise MissingEntry(f"No such grade cell: {assignment}/{notebook}/{name}")
+        return self.graded_cells[name]
+
+
+class OverwriteCellsOnce(OverwriteCells):
+    """nbgrader's OverwriteCells (each cell's type, lock, points and checksum checked against the
+    gradebook, a locked cell's source put back), its every check unchanged, against the source
+    notebook's rows read once (``SourceRows``) instead of queried again for every cell."""
+
+    course_root = Unicode(help="the nbgrader course folder, with source/").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        if self.add_missing_cells:  # puts cells back from the gradebook's own objects: nbgrader's way
+            return super().preprocess(nb, resources)
+        self.notebook_id = resources["nbgrader"]["notebook"]
+        self.assignment_id = resources["nbgrader"]["assignment"]
+        self.gradebook = SourceRows.of(resources, self.course_root)
+        return super(OverwriteCells, self).preprocess(nb, resources)  # each cell, by nbgrader's preprocess_cell
+
+
+class OverwriteKernelspecOnce(OverwriteKernelspec):
+    """nbgrader's OverwriteKernelspec (the notebook runs with the source notebook's kernelspec),
+    the kernelspec read once (``SourceRows``)."""
+
+    course_root = Unicode(help="the nbgrader course folder, with source/").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        kernelspec = SourceRows.of(resources, self.course_root).kernelspec
+        if kernelspec is not None and json.loads(kernelspec):
+            nb.metadata["kernelspec"] = json.loads(kernelspec)
+        return nb, resources
 
 
 class RebuildFromSource(NbGraderPreprocessor):
@@ -28,8 +134,8 @@ class RebuildFromSource(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         assignment, notebook = resources["nbgrader"]["assignment"], resources["nbgrader"]["notebook"]
-        source, release = (nbformat.read(Path(self.course_root) / step / assignment / f"{notebook}.ipynb",
-                                         as_version=4) for step in ("source", "release"))
+        source, release = (CourseNotebooks.read(Path(self.course_root) / step / assignment / f"{notebook}.ipynb")
+                           for step in ("source", "release"))
         return self.rebuild(nb, source, release), resources
 
     def rebuild(self, submitted, source, release):
