@@ -228,3 +228,24 @@ def test_a_block_read_one_entry_too_far_is_not_a_whole_row():
     score, text = check_report(check_online_softmax, _online_softmax(float("-inf"), 0.0, reach=1), [dict()], points=2)
     assert score == 0 and "reduces 5 numbers at once: more than one block (4), less than a whole row (10)" in text
     assert "whole row at once" not in text, text
+
+
+def test_a_cat_along_the_positions_tells_the_checks_from_the_students():
+    """"except in dimension 2" is the student's own cat along the positions (a tensor of another
+    case met there) or the check's cat of what the updates returned (the cache grew along another
+    axis): the hint says which, by the line that raised."""
+    class GrowsAlongFeatures:
+        def __init__(self):
+            self.keys = self.values = None
+
+        def __len__(self):
+            return 0 if self.keys is None else self.keys.shape[2]
+
+        def update(self, k, v):
+            self.keys = k if self.keys is None else torch.cat([self.keys, k], dim=-1)
+            self.values = v if self.values is None else torch.cat([self.values, v], dim=-1)
+            return self.keys, self.values
+
+    _, text = check_report(check_kv_cache, GrowsAlongFeatures, CACHE_CASES[1:], points=2)
+    assert "What your update returns changes along another axis than the positions" in text, text
+    assert "another cache" not in text, text

@@ -100,9 +100,15 @@ def _cache_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
     KVCache(), len(cache) before any update and after each, and k_all, v_all = cache.update(k, v))."""
     first, line = split_error(error)
     found = re.search(r"Sizes of tensors must match except in dimension (-?\d+)", first)
+    if found and found[1] in ("2", "-2") and not line:
+        # the check's own cat, along the positions, of what the updates returned: their other axes differ
+        return ["What your update returns changes along another axis than the positions from one update to the "
+                "next (the check joins the returns along the positions, dim 2): your cache grows along another "
+                "axis than the positions, or update returns something else than everything cached. Concatenate "
+                "along the positions axis, dim=2 (or -2) of (B, heads, positions, head_dim)."]
     if found and found[1] in ("2", "-2"):
-        # joined along the positions, as it should be: the tensors joined differ along another axis, which
-        # no two updates of one case do (said as what the message shows, not as a guess at the cause)
+        # the student's cat along the positions, as it should be: the tensors joined differ along another
+        # axis, which no two updates of one case do (said as what the message shows, not a guess at the cause)
         return ["torch.cat joins along the positions (dim 2) tensors whose other axes (batch, heads, head_dim) "
                 "differ, which no two updates of one case do: your cache holds a tensor from another cache (state "
                 "kept in a class attribute or a global is shared by every KVCache), or changes the shape of k or "
