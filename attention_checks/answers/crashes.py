@@ -102,17 +102,16 @@ def _cache_crash(x: Inputs, spec: Spec, error: str) -> list[str]:
     found = re.search(r"Sizes of tensors must match except in dimension (-?\d+)", first)
     if found and found[1] in ("2", "-2") and not line:
         # the check's own cat, along the positions, of what the updates returned: their other axes differ
-        return ["What your update returns changes along another axis than the positions from one update to the "
-                "next (the check joins the returns along the positions, dim 2): your cache grows along another "
-                "axis than the positions, or update returns something else than everything cached. Concatenate "
-                "along the positions axis, dim=2 (or -2) of (B, heads, positions, head_dim)."]
+        return ["torch.cat along the positions (dim 2) meets tensors whose other axes differ, in the check's join "
+                "of what your updates return: update returns everything cached so far, (B, heads, positions, "
+                "head_dim), with only the positions growing; concatenate along dim=2 (or -2)."]
     if found and found[1] in ("2", "-2"):
         # the student's cat along the positions, as it should be: the tensors joined differ along another
         # axis, which no two updates of one case do (said as what the message shows, not a guess at the cause)
-        return ["torch.cat joins along the positions (dim 2) tensors whose other axes (batch, heads, head_dim) "
-                "differ, which no two updates of one case do: your cache holds a tensor from another cache (state "
-                "kept in a class attribute or a global is shared by every KVCache), or changes the shape of k or "
-                "v before it stores them."]
+        return ["torch.cat along the positions (dim 2) meets tensors whose other axes differ, on your line: no two "
+                "updates of one case have another batch, heads or head_dim, so your cache holds a tensor from another "
+                "cache (state kept in a class attribute or a global is shared by every KVCache), or changes the shape "
+                "of k or v before it stores them."]
     if found:  # the cache's own torch.cat, or the check's of what update returned (along the positions)
         return [f"Your cache grows along another axis than the positions (dim {found[1]}): torch.cat needs the "
                 "other axes, the positions among them, to be equal, and they are not once an update brings another "

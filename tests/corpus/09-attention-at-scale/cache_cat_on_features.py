@@ -1,6 +1,7 @@
 # Concatenates along the last axis (the features), not the positions: the second update crashes.
 # expect: partial
 # hint: Your cache grows along another axis than the positions
+# also: meets tensors whose other axes differ
 # %% cell: grouped_query_attention
 class KVCache:
     def __init__(self):
