@@ -191,18 +191,26 @@ def _defined_names(code: str) -> set[str]:
 
 def test_no_published_module_or_page_defines_a_graded_name():
     """book/ is published (the site, the student distribution, Colab): none of its modules and
-    none of its pages' code cells defines a function or class under a graded name; the book's
-    working versions live in coursebuild/, which is not. (The publish scan also tries every
-    published function as each graded name.)"""
+    none of its pages' code cells defines a function or class under a graded name, but the cells
+    tagged as an assignment's answers (``answers:<assignment>``), which the students' edition
+    withholds until that assignment is revealed (publish.WITHHELD); the book's working versions
+    live in coursebuild/, which is not published. (The publish scan also tries every published
+    function as each graded name.)"""
     from attention_checks import registry
+    from autograder.instructor.publish import ANSWERS_TAG
     from classroom.site import chapter_notebooks
 
     graded = {check.name for check in registry.load_all().values()}
     assert {"causal_mask", "apply_rope", "beam_search", "greedy_decode"} <= graded
     sources = {path.name: path.read_text() for path in (REPO / "book").glob("*.py")}
+    answers = 0
     for page in chapter_notebooks().chapters():
         nb = chapter_notebooks().notebook(page)
-        sources[page.name] = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and not c.source.startswith("%"))
+        shown = [c for c in nb.cells if c.cell_type == "code" and not c.source.startswith("%")]
+        withheld = [c for c in shown if any(str(t).startswith(ANSWERS_TAG) for t in c.metadata.get("tags", []))]
+        answers += len(withheld)
+        sources[page.name] = "\n".join(c.source for c in shown if c not in withheld)
+    assert answers >= 10  # the answer cells of 08 and 10 are told apart (their tags reach the notebooks)
     assert len(sources) >= 15
     for name, code in sources.items():
         assert not _defined_names(code) & graded, f"{name} defines {sorted(_defined_names(code) & graded)}"
