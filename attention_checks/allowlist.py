@@ -419,7 +419,6 @@ class Reader:
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
         found = self.within(tree, graded=False)
-        self.graded = False
         return found[0].what if found else None
 
     def _attribute(self, node: ast.Attribute) -> str | None:

@@ -193,21 +193,15 @@ def completed_cell(reference: str, section: str) -> str:
 
 def reaches_past_the_allowlist(notebook: Path) -> bool:
     """Whether a submitted notebook's own cells use what no cell may (attention_checks.allowlist:
-    an import outside its list, code given as text, a private name, ...): such a notebook earns
-    nothing, whatever else its code does."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    from attention_checks.allowlist import Reader
+    an import outside its list, code given as text, a private name, ...), as the grader's source
+    scan reads them: such a notebook earns nothing, whatever else its code does."""
     from autograder.cells import is_student_cell
+    from autograder.grading.scanner import SourceScanner
 
-    trees = []
-    for cell in nbformat.read(notebook, 4).cells:
-        if is_student_cell(cell):
-            try:
-                trees.append(ast.parse(TransformerManager().transform_cell(cell.source)))
-            except SyntaxError:
-                continue
-    return bool(Reader(trees).anywhere())
+    cells = [c for c in nbformat.read(notebook, 4).cells if c.cell_type == "code"]
+    scanner = SourceScanner([c.source for c in cells if is_student_cell(c)],
+                            [c.source for c in cells if not is_student_cell(c)])  # as JudgeTests reads them
+    return scanner.outside_anywhere is not None
 
 
 def grade(submissions: Path, out: Path, *extra: str, cwd: Path | None = None,
