@@ -23,6 +23,11 @@ _COURSE_CACHE = tempfile.mkdtemp(prefix="course-cache-")
 os.environ["AUTOGRADER_COURSE_CACHE"] = _COURSE_CACHE
 atexit.register(shutil.rmtree, _COURSE_CACHE, ignore_errors=True)
 
+# `make test` runs this session inside make: a make the tests start would inherit its level and
+# flags, and print "Entering directory" lines (and share its jobs) that a direct run never sees.
+for make_variable in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(make_variable, None)
+
 # Each of the session's test processes computes with its share of the cores: PyTorch's threads,
 # one per core in every process, would outnumber them and wait on each other (in-process checks
 # ran 2.5 times as long in two processes as in one). Grading kernels use one thread anyway.
