@@ -23,10 +23,11 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from .cases import Inputs, Spec
 from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
 from .modules import build_student_module, load_student_module
-from .registry import Check, Inputs, Spec, declare
+from .registry import Check, declare
 
 
 def _state(shapes: dict[str, tuple[int, ...]], gen: torch.Generator, dtype: torch.dtype,

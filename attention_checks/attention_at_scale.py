@@ -41,10 +41,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .core import as_dtype, describe, randn
+from .cases import Inputs, Spec
+from .core import NotBlockwise, NotStreamed, as_dtype, describe, randn
 from .modules import build_student_module, load_student_module
 from .qkv import FORBIDDEN_SDPA
-from .registry import Check, Inputs, Spec, declare
+from .registry import Check, declare
 from .softmax_scaling import FORBIDDEN_SOFTMAX
 
 Tensor = torch.Tensor
@@ -111,14 +112,6 @@ class Footprint(TorchDispatchMode):
         if extent > self.reduced:
             self.reduced, self.reduced_by = extent, name
         return out
-
-
-class NotStreamed(RuntimeError):
-    """online_softmax reduced over more than one block at once."""
-
-
-class NotBlockwise(RuntimeError):
-    """flash_attention made a tensor bigger than a tile of scores, its inputs and its output."""
 
 
 def blocks(n: int, block_size: int) -> int:

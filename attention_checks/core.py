@@ -131,6 +131,14 @@ class CheckFailed(AssertionError):
         return f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}".splitlines()
 
 
+class NotStreamed(RuntimeError):
+    """online_softmax reduced over more than one block at once."""
+
+
+class NotBlockwise(RuntimeError):
+    """flash_attention made a tensor bigger than a tile of scores, its inputs and its output."""
+
+
 class PartialCredit(float):
     """A test cell's partial score. Its repr is the bare number: nbgrader reads the
     text/plain of a test cell's result as the points it earns."""

@@ -42,11 +42,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .cases import Inputs, Spec
 from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
 from .modules import (build_student_module, hide_padding, load_student_module, marker as module_marker, seeded,
                       watch_modules)
-from .registry import Check, Inputs, Spec, declare
+from .registry import Check, declare
+from .toy_models import ToyTranslator
 
 Tensor = torch.Tensor
 
@@ -280,25 +282,6 @@ check_shift_right = declare(Check(
 
 # --------------------------------------------------------------------------
 # greedy_decode
-
-
-class ToyTranslator(nn.Module):
-    """A small fixed causal model for greedy decoding: model(src (B, S), tgt_in (B, t)) -> (B, t, vocab).
-
-    Position i's logits depend on the source and on tgt_in[:, :i+1] only (a lower-triangular
-    mixing of the target's embeddings), as a decoder with a causal mask; float64."""
-
-    def __init__(self, state: dict[str, Tensor]):
-        super().__init__()
-        for name, value in state.items():
-            self.register_buffer(name, value.to(torch.float64))
-
-    def forward(self, src, tgt_in):
-        T, S = tgt_in.shape[1], src.shape[1]
-        s = F.embedding(src.long(), self.src_embed)  # (B, S, D)
-        t = F.embedding(tgt_in.long(), self.tgt_embed)  # (B, T, D)
-        h = self.mix[:T, :T].tril() @ t + self.cross[:T, :S] @ s  # (B, T, D): causal in the target
-        return 3 * torch.tanh(h) @ self.out  # (B, T, vocab)
 
 
 def toy_state(vocab: int, S: int, T: int, gen: torch.Generator, D: int = 8) -> dict[str, Tensor]:

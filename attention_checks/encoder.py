@@ -38,10 +38,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .cases import Inputs, Spec
 from .core import as_dtype, describe, randn
 from .modules import (State, call_fresh, call_twice_if_random, fresh_rng, hide_padding, load_weights, marker,
                       to_module, watch_modules)
-from .registry import Check, Inputs, Spec, declare
+from .registry import Check, declare
 
 Tensor = torch.Tensor
 

@@ -30,9 +30,10 @@ from typing import Any, Sequence
 
 import torch
 
+from .cases import Inputs
 from .core import as_dtype, describe, randn
 from .inputs import pad_mask, padding_lengths
-from .registry import Check, Inputs, declare
+from .registry import Check, declare
 
 INT_DTYPES = {"int64": torch.int64, "int32": torch.int32}
 NONZERO = "nonzero masked weights"  # how many weights at masked positions are not exactly 0 (expected: 0)

@@ -33,11 +33,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
+from .cases import Inputs
 from .core import as_dtype, describe, randn
 from .inputs import block_mask
 from .modules import build_student_module, load_student_module
 from .record import plain_number
-from .registry import Check, Inputs, declare
+from .registry import Check, declare
 
 NEG_INF = float("-inf")
 

@@ -32,8 +32,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .cases import Inputs, Spec
 from .core import as_dtype, randn
-from .registry import Check, Inputs, Spec, declare
+from .registry import Check, declare
 
 Tensor = torch.Tensor
 SHIFT = 7  # positions moved by this much must leave every score unchanged

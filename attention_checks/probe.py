@@ -27,7 +27,8 @@ from .core import ForbiddenCalls, describe_error, is_stub, quiet
 from .record import Outcome, publish as publish_record
 
 if TYPE_CHECKING:
-    from .registry import Check, Inputs
+    from .cases import Inputs
+    from .registry import Check
 
 
 @dataclass

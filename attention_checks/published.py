@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .answers.judging import Fit, Mistake, NotPublished
+from .answers.catalogue import Fit, Mistake
 
 if TYPE_CHECKING:
     from .answers.judging import Judged
-    from .registry import Check, Inputs, Spec
+    from .cases import Inputs, Spec
+    from .registry import Check
 
 FOLDER = Path(__file__).with_name("visible")
 FORMAT = 1
@@ -124,6 +125,10 @@ def load(folder: Path = FOLDER) -> dict[tuple[str, str], dict[str, Any]]:
                                                 "structure_share": c["structure_share"]}
                       for c in manifest["cases"]})
     return found
+
+
+class NotPublished(LookupError):
+    """A case whose answers a source does not hold (its message is the report)."""
 
 
 class Published:

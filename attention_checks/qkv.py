@@ -19,9 +19,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .cases import Inputs
 from .core import as_dtype, randn
 from .inputs import keep_mask
-from .registry import Check, Inputs, declare
+from .registry import Check, declare
 
 NEG_INF = float("-inf")
 

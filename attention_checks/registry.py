@@ -22,83 +22,21 @@ Where a check runs is explicit, a ``Mode``:
 from __future__ import annotations
 
 import enum
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from .core import ALWAYS_FORBIDDEN, case_seed, describe, generator, pick_device, with_defaults
+from .allowlist import uses_outside
+from .cases import Inputs, Spec, call_function, describe_inputs, snake_case
+from .core import ALWAYS_FORBIDDEN, case_seed, generator, pick_device, with_defaults
+from .probe import probe_all, publish
 from .record import recording
-
-Spec = dict[str, Any]
 
 
 class Mode(enum.Enum):
     STUDENT = "student"
     RECORD = "record"
-
-
-def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_map_tensors(v, fn) for v in value)
-    return value
-
-
-def _as_reference(t: torch.Tensor) -> torch.Tensor:
-    """A CPU copy, float64 for floating tensors (bool and integer tensors keep their dtype)."""
-    dtype = torch.float64 if t.is_floating_point() else t.dtype
-    return t.detach().to("cpu", dtype, copy=True)
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What one case hands to the student's code."""
-
-    args: dict[str, Any]  # passed positionally, in this order
-    kwargs: dict[str, Any] = field(default_factory=dict)  # passed by name
-    extra: dict[str, Any] = field(default_factory=dict)  # what `call` uses besides (constructor args, state dicts)
-    note: str = ""  # added to the description, e.g. "(lengths 3, 5)"
-
-    def to(self, device: torch.device) -> "Inputs":
-        move = lambda t: t.to(device)  # noqa: E731
-        return replace(self, args=_map_tensors(self.args, move), kwargs=_map_tensors(self.kwargs, move),
-                       extra=_map_tensors(self.extra, move))
-
-    def as_reference(self) -> "Inputs":
-        """CPU float64 copies of every tensor: what references and mistakes are computed on."""
-        return replace(self, args=_map_tensors(self.args, _as_reference),
-                       kwargs=_map_tensors(self.kwargs, _as_reference), extra=_map_tensors(self.extra, _as_reference))
-
-    @property
-    def named(self) -> dict[str, Any]:
-        return {**self.args, **self.kwargs}
-
-    @property
-    def like(self) -> torch.Tensor | None:
-        """The input whose dtype and device the outputs must have: the first floating tensor, else the
-        first tensor (token ids, boolean masks: the outputs follow their device)."""
-        tensors = [v for v in self.named.values() if isinstance(v, torch.Tensor)]
-        return next((t for t in tensors if t.is_floating_point()), tensors[0] if tensors else None)
-
-
-def call_function(fn: Callable, inputs: Inputs, spec: Spec) -> Any:
-    return fn(*inputs.args.values(), **inputs.kwargs)
-
-
-def describe_inputs(inputs: Inputs, spec: Spec) -> str:
-    text = describe(inputs.named, like=inputs.like, with_dtype=[k for k, v in inputs.named.items()
-                                                              if isinstance(v, torch.Tensor) and not v.is_floating_point()])
-    return text + (f" {inputs.note}" if inputs.note else "")
-
-
-def snake_case(name: str) -> str:
-    """LayerNorm -> layer_norm, LSTMAttentionPooling -> lstm_attention_pooling."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,18 +90,15 @@ class Check:
     def run(self, student: Any, *, points: float, cases: Sequence[Mapping[str, Any]], mode: Mode,
             device: torch.device | None = None):
         __tracebackhide__ = True
-        from .probe import probe_all, publish
-
         device = self.device(device)
         probed = probe_all(self, student, cases, device)
         if mode is Mode.RECORD:
             publish(self.name, probed)
             return None
         # the student's own notebook: judged here, by the references where they are installed (the
-        # course's repository), else by the answers published as data for the visible cases (published)
+        # course's repository), else by the answers published as data for the visible cases
+        # (published). Imported here: a grading kernel, which only records, has no judge to import.
         from .answers.judging import judge
-
-        from .allowlist import uses_outside
 
         devices = [str(like.device) if like is not None else "cpu" for like in probed.likes]
         return judge(self, cases, probed.outcomes, points=points,
@@ -182,10 +117,11 @@ def declare(check: Check) -> Check:
 
 
 # The package's own machinery, submit (how a notebook hands itself in to a submission service),
-# published (the visible cases' answers as data) and allowlist (what graded code may use); every
-# other module of the package declares an assignment's checks.
-MACHINERY = {"core", "record", "registry", "probe", "inputs", "modules", "answers", "submit", "published",
-             "allowlist"}
+# published (the visible cases' answers as data), allowlist (what graded code may use), localise
+# (the cases that find where a mistake lies) and toy_models (fixed models the checks hand over);
+# every other module of the package declares an assignment's checks.
+MACHINERY = {"core", "cases", "record", "registry", "probe", "localise", "inputs", "modules", "toy_models", "answers",
+             "submit", "published", "allowlist"}
 
 
 def check_modules() -> list[str]:

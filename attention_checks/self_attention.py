@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
+from .cases import Inputs
 from .core import as_dtype, randn
-from .registry import Check, Inputs, declare
+from .registry import Check, declare
 
 DEFAULTS = dict(B=2, L=5, D=8, dtype="float32", std=1.0)
 

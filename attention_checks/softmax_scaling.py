@@ -20,9 +20,10 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from .cases import Inputs
 from .core import as_dtype, describe, randn
 from .record import plain_number
-from .registry import Check, Inputs, declare
+from .registry import Check, declare
 
 NEG_INF = float("-inf")
 

@@ -33,6 +33,19 @@ def test_a_layer_that_imports_upwards_breaks_the_contract(tmp_path):
     assert done.returncode != 0 and "autograder.results -> autograder.engine.runner" in done.stdout, done.stdout[-3000:]
 
 
+def test_a_circle_in_the_checks_breaks_the_contract(tmp_path):
+    """The checks' layers are held too: a copy in which what a case is (cases) imports the
+    registry that declares checks, closing a circle, fails the contract."""
+    for package in ("attention_checks", "autograder"):
+        subprocess.run(["cp", "-r", str(REPO / package), str(tmp_path)], check=True)
+    (tmp_path / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    cases = tmp_path / "attention_checks" / "cases.py"
+    cases.write_text(cases.read_text() + "\nfrom attention_checks import registry  # upwards\n")
+    done = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(tmp_path), "PATH": str(LINT_IMPORTS.parent)})
+    assert done.returncode != 0 and "attention_checks.cases -> attention_checks.registry" in done.stdout, done.stdout[-3000:]
+
+
 def test_grade_finds_the_class_and_starts_its_sandbox_before_loading_pytorch():
     """`grade` starts the sandbox its kernels are forked from (or its workers) before it loads
     nbgrader and PyTorch itself, so that both imports run at once: every module it needs until

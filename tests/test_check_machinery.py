@@ -234,6 +234,23 @@ def test_sealed_reports_keep_pythons_and_pytorchs_exceptions_and_the_students_ow
     assert "10x4" not in sealed
 
 
+def test_every_exception_a_check_raises_is_one_a_sealed_report_may_name():
+    """Sealed reports name an exception's type only when Python, PyTorch or the course defines it
+    (known_exceptions, which reads core and modules): an exception type declared in an
+    assignment's module would be quoted as "an exception"."""
+    import importlib
+    import inspect
+
+    from attention_checks.answers.judging import known_exceptions
+    from attention_checks.registry import check_modules
+
+    declared = {name for module in map(importlib.import_module, check_modules())
+                for name, value in vars(module).items()
+                if inspect.isclass(value) and issubclass(value, BaseException)}
+    assert {"NotBlockwise", "NotStreamed"} <= declared  # what 09's checks raise
+    assert declared <= known_exceptions(), declared - known_exceptions()
+
+
 def test_sealed_reports_quote_pytorchs_messages_only_as_pytorch_words_them():
     from attention_checks.answers.judging import Sealed
 

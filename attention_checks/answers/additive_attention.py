@@ -7,8 +7,8 @@ import math
 
 import torch
 
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake, swapped_outputs
+from ..cases import Inputs, Spec
+from .catalogue import Answer, Mistake, swapped_outputs
 
 NEG_INF = float("-inf")
 

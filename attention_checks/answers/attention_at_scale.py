@@ -9,9 +9,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..cases import Inputs, Spec
 from ..core import as_dtype
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .catalogue import Answer, Mistake
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable
 from .hints import mask_contract_hints, split_error
 
 if TYPE_CHECKING:
-    from ..registry import Inputs, Spec
+    from ..cases import Inputs, Spec
 
 
 def _mha_crash(x: Inputs, spec: Spec, error: str) -> list[str]:

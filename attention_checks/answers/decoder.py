@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..cases import Inputs, Spec
 from ..decoder import (
-    ToyTranslator,
     build_seq2seq,
     hide_padding,
     torch_decoder,
@@ -23,8 +23,8 @@ from ..decoder import (
     training_spec,
 )
 from ..modules import seeded
-from ..registry import Inputs, Spec
-from .judging import Answer, Fit, Mistake
+from ..toy_models import ToyTranslator
+from .catalogue import Answer, Fit, Mistake
 
 Tensor = torch.Tensor
 

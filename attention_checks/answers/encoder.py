@@ -9,9 +9,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..cases import Inputs, Spec
 from ..modules import State, fresh_rng, hide_padding
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .catalogue import Answer, Mistake
 
 Tensor = torch.Tensor
 

@@ -17,124 +17,25 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import torch
 
+from .. import core, modules as course_modules
 from ..allowlist import ALLOWED_INSTEAD, OUTSIDE
 from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed,
                     PartialCredit, _dtype_name, quiet, tolerance)
+from ..published import PUBLISHED, NotPublished
 from ..record import Outcome, decode_outcome, device_name
+from .catalogue import Answer, Mistake, merge_twins, named_mistakes, one_of
 from .crashes import CRASHES
-from .fits import FITS
 from .hints import (KEPT_STATE_HINT, Claim, crash_hints, device_bug, device_hints, kept_from_an_earlier_call,
                     pattern_hints, split_error, structure_hints)
 from .torch_messages import pytorch_message
 
 if TYPE_CHECKING:
-    from ..registry import Check, Inputs, Spec
-
-
-# --------------------------------------------------------------------------
-# what an answer module declares
-
-
-@dataclass(frozen=True)
-class Fit:
-    """A test on the student's outputs: one of ``answers.fits`` by name, with its arguments as data
-    (tensors and plain values, which the published data can hold)."""
-
-    test: str
-    args: dict[str, Any]
-
-    def __call__(self, got: Mapping[str, Any]) -> bool:
-        return FITS[self.test](got, **self.args)
-
-
-@dataclass
-class Mistake:
-    """What a specific buggy implementation would return, and a hint about it.
-
-    Most mistakes are one output: the buggy version's, computed on the case's inputs. A mistake
-    whose output is not one value (a decoder that samples its tokens, a training run that stops
-    learning) gives `fits` instead: a test on the student's outputs (name -> value); `outputs`
-    then only names what it explains (its values None)."""
-
-    hint: str
-    outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
-    fits: Fit | None = None
-
-
-def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
-    """The mistakes, those with the same outputs (at float64's tolerance) merged into one whose hint
-    names each of them: where two bugs give the same result on a case (a one-layer stack, a mask
-    dropped by the layer or by the model that calls it), the hint must not pick one."""
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-            return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                    and torch.allclose(a.to(torch.float64), b.to(torch.float64), equal_nan=True,
-                                       **TOLERANCES[torch.float64]))
-        return type(a) is type(b) and a == b
-
-    def twins(m: Mistake, n: Mistake) -> bool:
-        determined = lambda o: {k: v for k, v in o.outputs.items() if v is not None}  # noqa: E731
-        mo, no = determined(m), determined(n)
-        return (m.fits is None and n.fits is None and bool(mo) and mo.keys() == no.keys()
-                and all(same(mo[k], no[k]) for k in mo))
-
-    merged: dict[str, Mistake] = {}
-    taken: set[str] = set()
-    for name, mistake in mistakes.items():
-        if name in taken:
-            continue
-        group = [mistake] + [other for other_name, other in mistakes.items()
-                             if other_name != name and other_name not in taken and twins(mistake, other)]
-        taken |= {other_name for other_name, other in mistakes.items() if any(other is g for g in group)}
-        merged[name] = mistake if len(group) == 1 else Mistake(one_of(g.hint for g in group), mistake.outputs)
-    return merged
-
-
-ONE_OF = "One of these mistakes gives your result (this case cannot tell them apart): "
-
-
-def one_of(hints: Iterable[str]) -> str:
-    """One hint, or several mistakes named as the possibilities they are (never one picked)."""
-    hints = list(dict.fromkeys(hints))
-    if len(hints) == 1:
-        return hints[0]
-    return ONE_OF + " Or: ".join(hints)
-
-
-def named_mistakes(hint: str) -> list[str]:
-    """The hints of the mistakes a hint names (one_of's possibilities, each once)."""
-    return hint.removeprefix(ONE_OF).split(" Or: ") if hint.startswith(ONE_OF) else [hint]
-
-
-
-
-def swapped_outputs(expected: Mapping[str, Any], what: str = "Your function") -> dict[str, Mistake]:
-    """Two outputs returned in the wrong order, (b, a) for (a, b): one diagnosis for every check
-    that returns a pair (`what` names the code that returns it, e.g. "Your forward")."""
-    if len(expected) != 2:
-        return {}
-    a, b = expected
-    return {"swapped": Mistake(f"{what} returns ({b}, {a}): return ({a}, {b}) in this order.",
-                               {a: expected[b], b: expected[a]})}
-
-
-def no_mistakes(x: "Inputs", spec: "Spec", expected: Mapping[str, Any]) -> dict[str, Mistake]:
-    return {}
-
-
-@dataclass(frozen=True)
-class Answer:
-    """How a check is judged: the reference and the known mistakes, both on float64 CPU inputs."""
-
-    reference: Callable[["Inputs", "Spec"], dict[str, Any]]  # output name -> expected value
-    mistakes: Callable[["Inputs", "Spec", Mapping[str, Any]], dict[str, Mistake]] = no_mistakes
-    # what outputs of the right shape, dtype and device earn when their values are wrong (0: a right
-    # structure is no achievement, as for tokens any random source draws)
-    structure_share: float = STRUCTURE_SHARE
+    from ..cases import Inputs, Spec
+    from ..registry import Check
 
 
 def answer_for(check: "Check") -> Answer:
@@ -172,17 +73,11 @@ class References:
 REFERENCES = References()
 
 
-class NotPublished(LookupError):
-    """A case whose answers a source does not hold (its message is the report)."""
-
-
 def default_source(check: "Check"):
     """The references where the check's answers module is installed; else (what students install)
     the answers the course published for its visible cases (``attention_checks.published``)."""
     if importlib.util.find_spec(check.answers_module) is not None:
         return REFERENCES
-    from ..published import PUBLISHED
-
     return PUBLISHED
 
 
@@ -409,12 +304,10 @@ class Sealed(Quoting):
 @functools.cache
 def known_exceptions() -> frozenset[str]:
     """The names of the exception types of Python's builtins, PyTorch's top-level and linalg
-    namespaces and the course's own modules (as the grader's process has them: a notebook's own
-    types are not among them)."""
-    from .. import core, modules as course_modules, registry
-
-    modules = [builtins, torch, torch.linalg, core, course_modules,
-               *map(importlib.import_module, registry.check_modules())]
+    namespaces and the course's own (``core`` and ``modules`` define every exception a check
+    raises; tests/test_check_machinery.py holds the checks to that): a notebook's own types are not
+    among them."""
+    modules = [builtins, torch, torch.linalg, core, course_modules]
     return frozenset(value.__name__ for module in modules for value in vars(module).values()
                      if isinstance(value, type) and issubclass(value, BaseException))
 

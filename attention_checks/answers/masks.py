@@ -11,10 +11,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..cases import Inputs, Spec
 from ..core import generator, randn
 from ..masks import NONZERO, broadcast, count_nonzero, merged_block, pad_view
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .catalogue import Answer, Mistake
 
 NEG_INF = float("-inf")
 

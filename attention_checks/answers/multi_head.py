@@ -16,9 +16,9 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn as nn
 
+from ..cases import Inputs, Spec
 from ..core import quiet
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .catalogue import Answer, Mistake
 
 NEG_INF = float("-inf")
 

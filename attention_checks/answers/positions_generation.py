@@ -6,9 +6,9 @@ from typing import Any, Callable
 
 import torch
 
+from ..cases import Inputs, Spec
 from ..positions_generation import DRIFT, SHIFT, ToyLM, sampling_generator, scores
-from ..registry import Inputs, Spec
-from .judging import Answer, Fit, Mistake
+from .catalogue import Answer, Fit, Mistake
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")

@@ -7,8 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from ..cases import Inputs, Spec
+from .catalogue import Answer, Mistake
 
 NEG_INF = float("-inf")
 

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .judging import Answer, Mistake, swapped_outputs
+from .catalogue import Answer, Mistake, swapped_outputs
 
 
 def _scores_mistakes(x: torch.Tensor) -> dict[str, Mistake]:

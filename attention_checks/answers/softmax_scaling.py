@@ -7,9 +7,9 @@ from typing import Callable
 
 import torch
 
+from ..cases import Inputs, Spec
 from ..core import as_dtype
-from ..registry import Inputs, Spec
-from .judging import Answer, Mistake
+from .catalogue import Answer, Mistake
 
 
 def _try(f: Callable[[], torch.Tensor]) -> torch.Tensor | None:
