@@ -39,6 +39,10 @@ ROUTES = [
      "f = getattr(F, 'relu')"),
     ("a name folded from parts", "f = getattr(torch, ''.join(['e', 'xp']))", "f = getattr(torch, 'exp')"),
     ("getattr handed on", "f = functools.reduce(getattr, ['nn', 'functional'], torch)", "f = functools.reduce(max, [1, 2])"),
+    ("getattr by another name", "import operator\nf = operator.attrgetter('soft' + 'max')(F)",
+     "import operator\nf = operator.mul(x, 2)"),
+    ("a method called by name", "from operator import methodcaller\ny = methodcaller('exp')(x)",
+     "from operator import itemgetter\ny = itemgetter(0)(x)"),
     ("a module's namespace", "f = vars(F)['relu']", "f = F.relu"),
     ("a module's __dict__", "f = F.__dict__['relu']", "f = F.relu"),
     ("a frame's globals", "g = (i for i in [1])\nf = g.gi_frame.f_globals", "g = (i for i in [1])\nf = next(g)"),
@@ -121,6 +125,31 @@ def test_the_students_own_names_and_modules_attributes_are_inside():
     # the same names on PyTorch's own objects are not the student's
     assert set(outside("def f(m):\n    return m._parameters\n")) == {"m._parameters"}
     assert outside("def f(self):\n    self = torch\n    return getattr(self, 'soft' + 'max')\n")
+
+
+# Ordinary Python that careful students write in graded code, none of it a way past the allowlist
+ORDINARY = {
+    "annotations": "from __future__ import annotations\nfrom typing import Optional, TypeVar\nT = TypeVar('T')\n"
+                   "def f(x: torch.Tensor, m: Optional[torch.Tensor] = None) -> torch.Tensor:\n    return x",
+    "a beam as a heap": "import heapq\ndef f(beams):\n    return heapq.nlargest(2, beams, key=lambda b: b[0])",
+    "an abstract base and an enum": "from abc import ABC, abstractmethod\nfrom enum import Enum\n"
+                                    "class Kind(Enum):\n    ROPE = 1\nclass Base(ABC, nn.Module):\n    @abstractmethod\n"
+                                    "    def forward(self, x):\n        ...",
+    "a context": "import contextlib\ndef f(x, grad):\n    with (contextlib.nullcontext() if grad else torch.no_grad()):\n"
+                 "        return x * 2",
+    "where the model runs": "def f(x):\n    device = 'cuda' if torch.cuda.is_available() else "
+                            "('mps' if torch.backends.mps.is_available() else 'cpu')\n    return x.to(device)",
+    "a timed, quiet training loop": "import time, warnings\nfrom tqdm.auto import trange\ndef train(step, n):\n"
+                                    "    start = time.perf_counter()\n    with warnings.catch_warnings():\n"
+                                    "        warnings.simplefilter('ignore')\n        losses = [step() for _ in trange(n)]\n"
+                                    "    return losses, time.perf_counter() - start",
+    "statistics and randomness": "import random, statistics\ndef f(xs):\n    return statistics.mean(xs) + random.random() * 0",
+}
+
+
+@pytest.mark.parametrize("code", ORDINARY.values(), ids=ORDINARY.keys())
+def test_ordinary_python_is_inside(code):
+    assert outside(code) == []
 
 
 def test_the_shipped_names_are_what_this_pytorch_gives():

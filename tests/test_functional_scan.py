@@ -101,6 +101,128 @@ def _planted_implementations_are_found(tmp_path: Path, python: str) -> None:
     assert report.candidates == 4 and report.problems == []
 
 
+# Pieces a chapter could publish, each of which a student's adapter turns into a graded name
+# (issue 58), beside honest twins of the same shapes that compute something else.
+PIECES = '''\
+import math
+
+import torch
+
+
+def one_head_tiles(q, k, v, block_size):
+    """Tiled attention of one head (L, E), no mask: flash_attention once per head and query row."""
+    out = torch.empty(len(q), v.shape[1], dtype=q.dtype)
+    for start in range(0, len(q), block_size):
+        rows = slice(start, start + block_size)
+        q_block = q[rows] / math.sqrt(q.shape[1])
+        m = torch.full((len(q_block), 1), float("-inf"), dtype=q.dtype)
+        l = torch.zeros(len(q_block), 1, dtype=q.dtype)
+        acc = torch.zeros(len(q_block), v.shape[1], dtype=q.dtype)
+        for k_start in range(0, len(k), block_size):
+            cols = slice(k_start, k_start + block_size)
+            scores = q_block @ k[cols].T
+            m_new = torch.maximum(m, scores.max(dim=1, keepdim=True).values)
+            p = torch.exp(scores - m_new)
+            rescale = torch.exp(m - m_new)
+            l, acc, m = l * rescale + p.sum(dim=1, keepdim=True), acc * rescale + p @ v[cols], m_new
+        out[rows] = acc / l
+    return out
+
+
+def unchanged(x, *rest):
+    """Its input back, as many helpers do: not a leak, whatever points the cases give a do-nothing
+    answer (apply_rope's identity at position 0)."""
+    return x
+
+
+def one_head_mean(q, k, v, block_size):
+    """The honest twin: one head's mean of the values, the same shapes, not attention."""
+    return v.mean(dim=0, keepdim=True).expand(len(q), -1).clone()
+
+
+def running_max_and_sum(x, block_size):
+    """A row's maximum m and sum l of exp(x - m), block by block: online_softmax once per row."""
+    m, l = torch.tensor(float("-inf"), dtype=x.dtype), torch.tensor(0.0, dtype=x.dtype)
+    for start in range(0, len(x), block_size):
+        block = x[start:start + block_size]
+        m_new = torch.maximum(m, block.max())
+        l, m = l * torch.exp(m - m_new) + torch.exp(block - m_new).sum(), m_new
+    return m, l
+
+
+def running_max_and_no_sum(x, block_size):
+    """The honest twin: a row's maximum and a sum never accumulated (a bug), the same shapes."""
+    return x.max(), torch.zeros((), dtype=x.dtype)
+
+
+class GrowingCache:
+    """A cache of keys and values along a dimension the caller names: KVCache with dim=-2."""
+
+    def __init__(self, dim):
+        self.dim, self.k, self.v = dim, None, None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[self.dim]
+
+    def update(self, k, v):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=self.dim)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=self.dim)
+        return self.k, self.v
+
+
+class SwappingCache(GrowingCache):
+    """The honest twin: it returns the values as the keys and counts updates, not positions."""
+
+    def __init__(self, dim):
+        super().__init__(dim)
+        self.updates = 0
+
+    def __len__(self):
+        return self.updates
+
+    def update(self, k, v):
+        self.updates += 1
+        keys, values = super().update(k, v)
+        return values, keys
+
+
+class Translator:
+    """A book's model whose greedy decoding loop a four-line wrapper gives the check's model."""
+
+    def generate(self, src, start_token, steps):
+        memory, src_pad = self.encode(src)
+        out = torch.full_like(src[:, :1], start_token)
+        for _ in range(steps):
+            logits = self.decode(out, memory, src_pad)
+            out = torch.cat([out, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        return out[:, 1:]
+
+    def first_choice(self, src, start_token, steps):
+        """The honest twin: the step-one choice repeated, never fed back."""
+        memory, src_pad = self.encode(src)
+        first = self.decode(torch.full_like(src[:, :1], start_token), memory, src_pad)[:, -1].argmax(-1)
+        return first[:, None].expand(-1, steps).clone()
+'''
+
+
+def test_pieces_behind_a_students_adapters_fail_and_their_honest_twins_do_not(tmp_path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "pieces.py").write_text(PIECES)
+    report = functional_scan(tmp_path)
+    print(report.summary())
+    found = {(e.function, e.graded): e for e in report.earned}
+    assert set(found) == {("one_head_tiles", "flash_attention"), ("running_max_and_sum", "online_softmax"),
+                          ("GrowingCache", "KVCache"), ("Translator.generate", "greedy_decode")}, \
+        [e.line() for e in report.earned]
+    tiles = found["one_head_tiles", "flash_attention"]
+    assert tiles.points == tiles.of and "query row over keys 0..i" in tiles.adapter  # causal cases too
+    assert found["running_max_and_sum", "online_softmax"].points == found["running_max_and_sum", "online_softmax"].of
+    assert "exp(x - m) / l" in found["running_max_and_sum", "online_softmax"].adapter
+    assert found["GrowingCache", "KVCache"].adapter.startswith("with the default arguments {'dim': ")
+    assert "encode and decode" in found["Translator.generate", "greedy_decode"].adapter
+    assert report.problems == []
+
+
 def test_only_imports_and_definitions_run():
     tree = definitions("import torch\nx = torch.ones(3)\nf = lambda t: t\ndef g():\n    return 1\nprint(x)\n%time g()\n")
     assert [type(node).__name__ for node in tree.body] == ["Import", "Assign", "FunctionDef"]

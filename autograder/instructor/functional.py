@@ -4,17 +4,27 @@ The line scan (``publish.scan``) finds a model solution's lines; the same algori
 otherwise passes it. This scan runs what students get instead: every function and class of every
 ``.py`` file, of the wheel's modules, and of the code cells of the book's pages and of the
 notebooks, is tried as each graded name whose call it can take, on that name's hidden cases,
-judged by the grader's references. A candidate is called directly and through thin adapters (the
-positional arguments in another order, an integer argument given as a one-item list, the inputs'
-device passed as ``device=``), its tensors cast to the inputs' dtype and device. One that earns
-more than ``LEAK_SHARE`` of a graded name's points fails publish, named with its file and the
-points it earns.
+judged by the grader's references. A candidate is called directly and through the adapters a
+student would write around it: the positional arguments in another order, an integer argument given
+as a one-item list, the inputs' device passed as ``device=``, only the keyword arguments it takes
+(a causal flag it has no use for dropped), once per head (the last two dimensions) and, where the
+call asks for causal attention, once per query row over the keys up to it (row i sees keys 0..i),
+once per row of the last dimension (a (maximum, sum) pair it returns made the softmax
+exp(x - m) / l); a class is built as the check builds it and, where its constructor needs more,
+with small values for the arguments the check does not give (a student's default arguments); a
+class's public methods are tried as functions too, a method's ``self`` given the check's model with
+``encode`` and ``decode`` made of the model's call (a four-line wrapper around a book's decoding
+loop). Its tensors are cast to the inputs' dtype and device. One that earns more than
+``LEAK_SHARE`` (a quarter) of a graded name's points fails publish (of the points a do-nothing
+answer, its first argument back, does not already earn: ``leak_bar``), named with its file, the
+points it earns and the adapter.
 
 What runs: of each source only its imports and its definitions (functions, classes, lambdas bound
 to a name): no experiment of a page runs. It runs in a child process (``python -m
 autograder.instructor.functional JOB``) in bubblewrap without a network, each definition's import
-and each trial under a time limit, the global RNG seeded before each trial: the same files give
-the same report. The sandbox's /tmp is its own, but what the interpreter runs from stays visible
+and each hidden case of a trial under a time limit (a case past it earns nothing, the others keep
+their points: a slow leak is still a leak), the global RNG seeded before each trial: the same
+files give the same report. The sandbox's /tmp is its own, but what the interpreter runs from stays visible
 wherever it lives (a virtual environment under /tmp too); ``sandbox_problem`` runs the child's
 imports there once, so that publish can refuse before it builds anything. The graded names of the
 assignments an instructor revealed (their answers are published on purpose) are left out.
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -45,8 +56,8 @@ from attention_checks import published
 
 from autograder.layout import REPO_ROOT, SOLUTIONS_DIR
 
-LEAK_SHARE = 0.5  # more than this share of a graded name's hidden points is a working implementation
-TRIAL_SECONDS = 60  # one candidate, one graded name, one adapter: every hidden case
+LEAK_SHARE = 0.25  # a published piece that earns more than this share of a graded name's hidden points fails publish
+CASE_SECONDS = 90  # one hidden case of a trial: a case past it earns nothing, the others keep their points
 LOAD_SECONDS = 120  # one source's imports and definitions
 SKIPPED_FOLDERS = {"_build", ".git", "__pycache__", ".ipynb_checkpoints", ".venv"}
 # A MyST page's code cell: its fence line, its body (options first), its closing fence.
@@ -400,11 +411,161 @@ def _binds(candidate: Any, call: tuple[tuple, dict]) -> bool:
     return True
 
 
+def _keywords_taken(candidate: Callable) -> Callable:
+    """``candidate`` called with only the keyword arguments it takes: a student's wrapper drops a
+    ``causal=`` its published function has no use for."""
+    try:
+        parameters = inspect.signature(candidate).parameters
+    except (TypeError, ValueError):
+        return candidate
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return candidate
+
+    @functools.wraps(candidate)
+    def taking(*args, **kwargs):
+        return candidate(*args, **{n: v for n, v in kwargs.items() if n in parameters})
+    taking.__signature__ = inspect.signature(candidate).replace(parameters=[
+        *parameters.values(), inspect.Parameter("_dropped_keywords", inspect.Parameter.VAR_KEYWORD)])
+    return taking
+
+
 def _adapted(candidate: Callable, change: Callable) -> Callable:
     def student(*args, **kwargs):
         given, named = change(args, kwargs)
         return _cast(candidate(*given, **named), args, kwargs)
     return student
+
+
+def _stacked(results: list, lead: tuple[int, ...]) -> Any:
+    """The results of one call per slice, put back in the slices' places (tuples element by element)."""
+    import torch
+
+    if isinstance(results[0], (tuple, list)):
+        return type(results[0])(_stacked(list(part), lead) for part in zip(*results))
+    return torch.stack([torch.as_tensor(r) for r in results]).reshape(*lead, *torch.as_tensor(results[0]).shape)
+
+
+def _is_causal(kwargs: dict) -> bool:
+    return any(bool(kwargs.get(name)) for name in ("causal", "is_causal"))
+
+
+def _per_slice(candidate: Callable, core: int, causal_rows: bool = False, finish: Callable | None = None) -> Callable:
+    """``candidate`` called once per slice of the last ``core`` dimensions of the tensor arguments
+    that share the first one's leading dimensions (a head of (B, H, L, E), a row of (..., N)); with
+    ``causal_rows``, where the call asks for causal attention, once per query row i over the rows
+    0..i of the other tensors (its causal flag dropped); ``finish(result, inputs)`` turns each
+    slice's result into the answer."""
+    import torch
+
+    def student(*args, **kwargs):
+        sliced = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() > core]
+        if not sliced:
+            raise TypeError("no tensor argument to loop over")
+        lead = tuple(args[sliced[0]].shape[:-core])
+        sliced = [i for i in sliced if tuple(args[i].shape[:-core]) == lead]
+        by_rows = causal_rows and core == 2 and _is_causal(kwargs)
+        named = {n: v for n, v in kwargs.items() if n not in ("causal", "is_causal")} if by_rows else kwargs
+        results = []
+        for index in itertools.product(*map(range, lead)):
+            given = [a[index] if i in sliced else a for i, a in enumerate(args)]
+            if by_rows:
+                rows = []
+                for row in range(len(given[sliced[0]])):
+                    prefix = [a[row:row + 1] if i == sliced[0] else a[:row + 1] if i in sliced else a
+                              for i, a in enumerate(given)]
+                    rows.append(candidate(*prefix, **named))
+                result = _stacked(rows, (len(rows),))
+                result = result.flatten(0, 1) if isinstance(result, torch.Tensor) else result
+            else:
+                result = candidate(*given, **named)
+            results.append(finish(result, given[sliced[0]]) if finish else result)
+        return _cast(_stacked(results, lead), args, kwargs)
+    return student
+
+
+def _softmax_of_statistics(result: Any, x: Any) -> Any:
+    """A row's (maximum m, sum l of exp(x - m)) made its softmax, as a student's line would."""
+    import torch
+
+    m, l = result
+    return torch.exp(x - m) / l
+
+
+def loops(candidate: Callable) -> list[tuple[str, Callable]]:
+    """(how, the student's function) for the loops a student writes around a published function."""
+    return [("once per head (the last two dimensions)", _per_slice(candidate, 2)),
+            ("once per head and, for causal attention, once per query row over keys 0..i",
+             _per_slice(candidate, 2, causal_rows=True)),
+            ("once per row (the last dimension)", _per_slice(candidate, 1)),
+            ("once per row, its (maximum, sum) made the softmax exp(x - m) / l",
+             _per_slice(candidate, 1, finish=_softmax_of_statistics))]
+
+
+class _DecodingModel:
+    """The check's model as a published decoder's method expects its ``self``: ``encode`` passes the
+    source through, ``decode`` calls the model on it and the tokens so far, anything else is the
+    model's (a student's four-line wrapper around a book's decoding loop)."""
+
+    def __init__(self, model: Any):
+        self._model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._model(*args, **kwargs)
+
+    def encode(self, src):
+        return src, None
+
+    def decode(self, tgt_in, memory, *_):
+        return self._model(memory, tgt_in)
+
+
+def _decoding(method: Callable) -> Callable:
+    def student(model, *args, **kwargs):
+        return method(_DecodingModel(model), *args, **kwargs)
+    return student
+
+
+def methods(found: dict[str, Any]) -> dict[str, Callable]:
+    """The public methods of the classes in ``found``, as functions named ``Class.method``: a
+    decoding loop a class publishes is a function its ``self`` can be given to."""
+    return {f"{name}.{attr}": value for name, cls in found.items() if isinstance(cls, type)
+            for attr, value in vars(cls).items() if isinstance(value, types.FunctionType) and not attr.startswith("_")}
+
+
+CONSTRUCTOR_FILLERS = (None, 1, 2, -2, 64)  # what a student's default argument gives a published class
+
+
+def _with_defaults(cls: type, call: tuple[tuple, dict]) -> list[tuple[str, type]]:
+    """(how, a subclass) of a published class whose constructor needs arguments the check does not
+    give (at most two), each given a small default, as a student's subclass or wrapper would."""
+    try:
+        signature = inspect.signature(cls)
+        bound = signature.bind_partial(*call[0], **call[1])
+    except (TypeError, ValueError):
+        return []
+    missing = [name for name, p in signature.parameters.items() if name not in bound.arguments
+               and p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not missing or len(missing) > 2:
+        return []
+    found = []
+    for values in itertools.product(CONSTRUCTOR_FILLERS, repeat=len(missing)):
+        defaults = dict(zip(missing, values))
+        try:
+            found.append((f"with the default arguments {defaults}", _defaulted(cls, defaults)))
+        except TypeError:  # a class that cannot be subclassed
+            return []
+    return found
+
+
+def _defaulted(cls: type, defaults: dict) -> type:
+    class Defaulted(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**defaults, **kwargs})
+    Defaulted.__name__ = Defaulted.__qualname__ = cls.__name__
+    return Defaulted
 
 
 _BUILT: dict[tuple[int, str], Any] = {}
@@ -429,9 +590,9 @@ def _most_it_can_earn(check, student: Any, calls: list[dict]) -> float:
     for call in calls:
         for case in call["cases"]:
             try:
-                with quiet():
+                with quiet(), _Limit(CASE_SECONDS):
                     check.call(student, _inputs(check, case), check.spec(case))
-            except Exception:  # noqa: BLE001 - the candidate's failure
+            except (Exception, TimeUp):  # noqa: BLE001 - the candidate's failure, or a case it is too slow for
                 most -= call["points"] / len(call["cases"])
                 if most <= LEAK_SHARE * total:
                     return most
@@ -454,7 +615,12 @@ def trial(check, student: Any, calls: list[dict]) -> tuple[float, float]:
     for index, call in enumerate(calls):
         torch.manual_seed(0)
         guard = ForbiddenCalls(check.forbidden)
-        outcomes = [probe(check, student, _inputs(check, case), check.spec(case), guard) for case in call["cases"]]
+        try:
+            with _Limit(CASE_SECONDS * len(call["cases"])):
+                outcomes = [probe(check, student, _inputs(check, case), check.spec(case), guard)
+                            for case in call["cases"]]
+        except TimeUp:  # this call earns nothing; the others keep their points
+            outcomes = []
         if any(outcome.error is None for outcome in outcomes):
             earned += judge(check, call["cases"], outcomes, points=call["points"], forbidden=guard.seen,
                             devices=["cpu"] * len(outcomes), source=REFERENCES).score
@@ -462,6 +628,29 @@ def trial(check, student: Any, calls: list[dict]) -> tuple[float, float]:
         if earned + left <= LEAK_SHARE * total:
             break
     return earned, total
+
+
+def _first_argument(*args, **kwargs):
+    """A do-nothing answer: its first argument back, unchanged."""
+    return args[0] if args else next(iter(kwargs.values()), None)
+
+
+_FREE: dict[str, float] = {}
+
+
+def leak_bar(check, calls: list[dict]) -> float:
+    """The points past which a piece is a leak: more than LEAK_SHARE of those a do-nothing answer
+    (its first argument back) does not already earn. Where the cases give such an answer points
+    (apply_rope's identity at position 0), any function that returns its input would earn them."""
+    total = sum(call["points"] for call in calls)
+    if check.kind == "class":
+        return LEAK_SHARE * total
+    if check.name not in _FREE:
+        try:
+            _FREE[check.name] = min(trial(check, _first_argument, calls)[0], total)
+        except Exception:  # noqa: BLE001 - a do-nothing answer that cannot even return earns nothing
+            _FREE[check.name] = 0.0
+    return _FREE[check.name] + LEAK_SHARE * (total - _FREE[check.name])
 
 
 def scan_here(folder: Path, graded: dict[str, list[dict]]) -> FunctionalReport:
@@ -484,6 +673,7 @@ def scan_here(folder: Path, graded: dict[str, list[dict]]) -> FunctionalReport:
             except (Exception, TimeUp) as error:  # noqa: BLE001 - code students get that does not load here
                 report.problems.append(f"{source.name}: not loaded ({type(error).__name__}: {error})"[:300])
                 continue
+            found.update(methods(found))
             report.candidates += len(found)
             for name, candidate in sorted(found.items()):
                 report.earned += _try(report, source.name, name, candidate, checks, calls, graded)
@@ -499,19 +689,24 @@ def _try(report: FunctionalReport, file: str, name: str, candidate: Any, checks:
             continue
         call = calls[graded_name]
         if check.kind == "class":
-            tries = [("as the check calls it", candidate)] if call is None or _binds(candidate, call) else []
+            tries = ([("as the check calls it", candidate)] if call is None or _binds(candidate, call)
+                     else _with_defaults(candidate, call))
         else:
-            tries = [(how, _adapted(candidate, change)) for how, change in adapters(len(call[0]) if call else 0)
-                     if call is None or _binds(candidate, change(*call))]
+            taking = _keywords_taken(candidate)
+            tries = [(how, _adapted(taking, change)) for how, change in adapters(len(call[0]) if call else 0)
+                     if call is None or _binds(taking, change(*call))]
+            tries += [(how, student) for how, student in loops(taking) if call is None or _binds(taking, call)]
+            if "." in name and (call is None or _binds(taking, call)):  # a method: its self given the check's model
+                tries.append(("as a method whose self is the check's model, its encode and decode made of the "
+                              "model's call", _decoding(taking)))
         best = None
         for how, student in tries:
             report.trials += 1
             try:
-                with _Limit(TRIAL_SECONDS):
-                    points, of = trial(check, student, graded[graded_name])
-            except (Exception, TimeUp):  # noqa: BLE001 - a trial that stops earns nothing
+                points, of = trial(check, student, graded[graded_name])  # each case under its time limit
+            except Exception:  # noqa: BLE001 - a trial that stops earns nothing
                 continue
-            if points > LEAK_SHARE * of and (best is None or points > best.points):
+            if points > leak_bar(check, graded[graded_name]) and (best is None or points > best.points):
                 best = Earned(file, name, graded_name, round(points, 2), of, how)
         if best is not None:
             earned.append(best)
