@@ -122,12 +122,13 @@ class CorpusEntry:
 SECTION = re.compile(r"^# %% (?:cell: (\S+)|new cell after: (\S+)|copy of: (\S+) after: (\S+))\s*$", re.M)
 
 
-def load_corpus(assignment: str, cli: bool = False) -> list[CorpusEntry]:
+def load_corpus(assignment: str, cli: bool = False, corpus: Path | None = None) -> list[CorpusEntry]:
     """The simulated students of an assignment. Those marked "# cli only: <why>" (e.g. a call
     hidden from the in-kernel detector, which only the grader's source scan can catch) come
-    only with ``cli``: an in-process harness would grade them as their code computes."""
+    only with ``cli``: an in-process harness would grade them as their code computes.
+    ``corpus``: another folder laid out as tests/corpus (default CORPUS), e.g. tests/corpus_fresh."""
     entries, reference = [], reference_code(assignment)
-    for path in sorted((CORPUS / assignment).glob("*.py")):
+    for path in sorted(((corpus or CORPUS) / assignment).glob("*.py")):
         text = path.read_text()
         expect = re.search(r"^# expect: (full|partial)\s*$", text, re.M)
         assert expect, f"{path}: needs a '# expect: full|partial' line"
