@@ -27,6 +27,7 @@ from .cases import Inputs, Spec
 from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
 from .modules import build_student_module, load_student_module
+from .localise import axis, ladder
 from .registry import Check, declare
 
 
@@ -69,8 +70,19 @@ def _additive_inputs(c: Spec, gen: torch.Generator) -> Inputs:
                   extra=dict(init=(dq, dk, h), options={}, state=state), note=note)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+ADDITIVE_AXES = ladder(
+    dict(B=1, L=1, S=2, query_size=2, key_size=2, value_size=2, hidden_size=2, dtype="float64"),
+    axis("one query", "how the queries are kept apart (each its own weights over the keys)", (dict(L=3), "3 queries")),
+    axis("2 keys", "the softmax over the keys", (dict(S=4), "4 keys")),
+    axis("sizes of 2", "which projection goes with which input (queries, keys) and the values",
+         (dict(query_size=3), "queries of size 3"), (dict(key_size=4), "keys of size 4"), (dict(value_size=5), "values of size 5")),
+    axis("no padding", "how padded keys are masked", (dict(B=2, S=4, padding=True), "padded keys")),
+)
+
 check_additive_attention = declare(Check(
     name="AdditiveAttention", assignment="07-additive-attention",
+    axes=ADDITIVE_AXES,
     defaults=dict(B=2, L=3, S=5, query_size=6, key_size=4, value_size=3, hidden_size=8, padding=False,
                   scale=1.0, dtype="float32"),
     inputs=_additive_inputs, outputs=("output", "weights"), kind="class",
@@ -128,8 +140,19 @@ def _pooling_inputs(c: Spec, gen: torch.Generator) -> Inputs:
                   note=note + ")")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+POOLING_AXES = ladder(
+    dict(B=1, D=2, input_size=2, hidden_size=2, dtype="float64"),
+    axis("one text", "how the texts are kept apart", (dict(B=3), "3 texts")),
+    axis("no padding", "which states are a text's own (the padded ones are masked)", (dict(B=3, padding=True), "texts of different lengths")),
+    axis("dot scores", "the additive score", (dict(score="additive"), "score='additive'")),
+    axis("one head", "how the heads are split and merged", (dict(hidden_size=4, num_heads=2), "2 heads")),
+    axis("one LSTM layer", "which layer's final state is the query", (dict(num_layers=2), "2 LSTM layers")),
+)
+
 check_lstm_attention_pooling = declare(Check(
     name="LSTMAttentionPooling", assignment="07-additive-attention",
+    axes=POOLING_AXES,
     defaults=dict(B=3, D=6, input_size=5, hidden_size=8, num_layers=1, num_heads=1, score="dot", padding=False,
                   dtype="float32"),
     inputs=_pooling_inputs, outputs=("pooled", "weights"), kind="class",

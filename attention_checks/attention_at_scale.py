@@ -45,6 +45,7 @@ from .cases import Inputs, Spec
 from .core import NotBlockwise, NotStreamed, as_dtype, describe, randn
 from .modules import build_student_module, load_student_module
 from .qkv import FORBIDDEN_SDPA
+from .localise import MORE_THAN_ONE_TOKEN, axis, ladder
 from .registry import Check, declare
 from .softmax_scaling import FORBIDDEN_SOFTMAX
 
@@ -149,8 +150,24 @@ def _flash_describe(inputs: Inputs, spec: Spec) -> str:
     return _softmax_describe(inputs, spec) + bound
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SOFTMAX_AXES = ladder(
+    dict(shape=(1, 4), block_size=4, dtype="float64"),
+    axis("a row of one block", "the step that combines blocks (the running maximum and sum)",
+         (dict(shape=(1, 8)), "a row of two full blocks"), (dict(shape=(1, 10)), "two full blocks and a partial one")),
+    axis("blocks of 4", "how a row is cut into blocks", (dict(shape=(1, 4), block_size=1), "blocks of one entry"),
+         (dict(shape=(1, 4), block_size=3), "a block of 3 and a partial block of 1")),
+    axis("one row", "the axis you reduce over (the last one, per row)", (dict(shape=(3, 4)), "three rows"),
+         (dict(shape=(2, 3, 4)), "leading dims (2, 3)")),
+    axis("entries of magnitude 1", "the maximum subtracted before exp", (dict(shape=(1, 8), std=1000.0),
+                                                                          "two blocks with entries of magnitude 1e3")),
+    axis("float64", "the maximum subtracted before exp (float16's exp overflows past 11)",
+         (dict(shape=(1, 8), dtype="float16", std=8.0), "two blocks in float16 with entries past 11")),
+)
+
 check_online_softmax = declare(Check(
     name="online_softmax", assignment="09-attention-at-scale",
+    axes=SOFTMAX_AXES,
     defaults=dict(shape=(3, 10), block_size=4, dtype="float32", std=1.0),
     inputs=_softmax_inputs, call=_softmax_call, describe=_softmax_describe, forbidden=FORBIDDEN_SOFTMAX,
 ))
@@ -189,8 +206,26 @@ def _flash_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
     return out
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+FLASH_AXES = ladder(
+    dict(batch=(1,), L=4, S=4, E=2, block_size=4, dtype="float64"),
+    axis("one block of keys", "the step that combines blocks of keys (the running maximum, sum and output)",
+         (dict(S=8), "two blocks of keys"), (dict(S=10), "a last, partial block of keys")),
+    axis("one block of queries", "how blocks of queries are taken and written to the output",
+         (dict(L=8), "two blocks of queries"), (dict(L=10), "a last, partial block of queries")),
+    axis("no mask", "the causal mask inside the tiles (query i sees keys 0..i)",
+         (dict(causal=True), "causal=True in one tile"), (dict(causal=True, L=8, S=8), "causal=True over 2 by 2 tiles"),
+         (dict(causal=True, L=6, S=10), "causal=True with L=6 < S=10")),
+    axis("one leading dim of 1", "how the leading dims (batch, heads) are kept apart",
+         (dict(batch=(3,)), "a leading dim of 3"), (dict(batch=(2, 3)), "leading dims (2, 3)")),
+    axis("values as wide as keys", "the values' width (Ev) against the keys' (E)", (dict(Ev=3), "values of width 3")),
+    axis("scores of order 1", "the maximum subtracted before exp",
+         (dict(S=8, std=20.0), "two blocks of keys with scores in the hundreds")),
+)
+
 check_flash_attention = declare(Check(
     name="flash_attention", assignment="09-attention-at-scale",
+    axes=FLASH_AXES,
     defaults=dict(batch=(2, 2), L=20, S=None, E=4, Ev=None, block_size=8, causal=False, dtype="float32",
                   std=1.0, memory_mib=None),
     inputs=_flash_inputs, call=_flash_call, describe=_flash_describe, forbidden=FORBIDDEN_SDPA,
@@ -228,8 +263,19 @@ def _cache_describe(inputs: Inputs, spec: Spec) -> str:
             f"{str(k0.dtype).removeprefix('torch.')} on <device>")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+CACHE_AXES = ladder(
+    dict(batch=1, heads=1, E=2, steps=(2,), dtype="float64"),
+    axis("one update", "what an update does to what the cache holds", (dict(steps=(2, 1)), "a second update"),
+         (dict(steps=(2, 1, 3)), "a third update")),
+    axis("an update of 2 positions", "the axis of the positions", (dict(steps=(1,)), "an update of one position")),
+    axis("one head", "the axes other than the positions", (dict(heads=3, steps=(2, 1)), "3 heads, two updates")),
+    axis("a batch of one", "the axes other than the positions", (dict(batch=2, steps=(2, 1)), "a batch of 2, two updates")),
+)
+
 check_kv_cache = declare(Check(
     name="KVCache", assignment="09-attention-at-scale",
+    axes=CACHE_AXES,
     defaults=dict(batch=2, heads=2, E=4, steps=(3, 1, 2), dtype="float32"),
     inputs=_cache_inputs, outputs=("keys", "values", "lengths"), call=_cache_call, describe=_cache_describe,
     kind="class",
@@ -273,8 +319,23 @@ def _gqa_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
     return _loaded_module(cls, inputs)(inputs.args["x"])
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+GQA_STEPS = (("w_q", "the query projection"), ("w_k", "the key projection"), ("w_v", "the value projection"),
+             ("w_o", "the output projection"))
+GQA_AXES = ladder(
+    dict(batch=1, L=3, d_model=4, num_heads=2, num_kv_heads=2, dtype="float64"),
+    axis("as many key/value heads as query heads", "which key/value head each query head reads",
+         (dict(num_kv_heads=1), "one key/value head for 2 query heads"),
+         (dict(d_model=8, num_heads=4), "4 query heads sharing 2 key/value heads")),
+    axis("2 heads", "how the heads are split and merged", (dict(num_heads=1, num_kv_heads=1), "one head"), downward=True),
+    axis("3 positions", MORE_THAN_ONE_TOKEN, (dict(L=1), "one position (its weight is 1)"), downward=True),
+    axis("a batch of one", "how the batch is kept apart from the heads", (dict(batch=2), "a batch of 2")),
+    steps=GQA_STEPS,
+)
+
 check_grouped_query_attention = declare(Check(
     name="GroupedQueryAttention", assignment="09-attention-at-scale", defaults=GQA_DEFAULTS,
+    axes=GQA_AXES,
     inputs=_gqa_inputs, call=_gqa_call, kind="class", forbidden=FORBIDDEN_SDPA,
 ))
 
@@ -328,8 +389,20 @@ def _decoding_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
     return torch.cat(outputs, dim=1), cache.keys
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+DECODING_AXES = ladder(
+    dict(batch=1, d_model=4, num_heads=2, num_kv_heads=1, steps=(2,), dtype="float64"),
+    axis("one chunk", "how a chunk attends to the positions already cached", (dict(steps=(2, 1)), "a second chunk of one token"),
+         (dict(steps=(2, 1, 2)), "a third chunk of 2 tokens")),
+    axis("a chunk of 2 tokens", "the causal mask within a chunk", (dict(steps=(1,)), "a chunk of one token"), downward=True),
+    axis("one key/value head", "which key/value heads are cached and read",
+         (dict(d_model=8, num_heads=4, num_kv_heads=2, steps=(2, 1)), "4 query heads sharing 2 key/value heads, two chunks")),
+    steps=GQA_STEPS,
+)
+
 check_cached_decoding = declare(Check(
     name="cached_decoding", assignment="09-attention-at-scale", defaults=dict(GQA_DEFAULTS, steps=(3, 1, 2)),
+    axes=DECODING_AXES,
     inputs=_gqa_inputs, outputs=("output", "cached_keys"), call=_decoding_call, kind="class",
     forbidden=FORBIDDEN_SDPA,
 ))

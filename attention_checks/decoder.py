@@ -47,6 +47,7 @@ from .core import as_dtype, randn
 from .inputs import pad_mask, padding_lengths
 from .modules import (build_student_module, hide_padding, load_student_module, marker as module_marker, seeded,
                       watch_modules)
+from .localise import MORE_THAN_ONE_TOKEN, axis, ladder
 from .registry import Check, declare
 from .toy_models import ToyTranslator
 
@@ -169,8 +170,25 @@ def _layer_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(args, kwargs, extra=dict(init=(c["E"], c["nhead"], c["F"], c["dropout"]), state=state), note=note)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+DECODER_LAYER_AXES = ladder(
+    dict(batch=1, T=2, S=2, E=4, nhead=1, F=8, dtype="float64"),
+    axis("a target of 2", MORE_THAN_ONE_TOKEN, (dict(T=1), "a target of one position"), downward=True),
+    axis("a memory of 2", "the cross-attention (queries from the target, keys and values from the memory)",
+         (dict(S=3), "a memory of 3")),
+    axis("one head", "how the heads are split and merged", (dict(nhead=2), "2 heads")),
+    axis("no masks", "how tgt_mask is passed to the self-attention", (dict(T=3, tgt_mask="causal"), "a causal tgt_mask")),
+    axis("no masks", "how memory_mask is passed to the cross-attention", (dict(T=3, memory_mask="random"), "a memory_mask")),
+    axis("no padding", "how the padding masks are passed", (dict(batch=2, T=3, tgt_padding=True), "target padding"),
+         (dict(batch=2, S=3, src_padding=True), "memory padding")),
+    # (08's words name no LayerNorm: "norm" is a corpus mistake's hint here, tests/test_localise.py)
+    steps=(("self_attn", "the self-attention"), ("multihead_attn", "the cross-attention"),
+           ("linear1", "the feed-forward's first layer"), ("linear2", "the feed-forward's second layer")),
+)
+
 check_decoder_layer = declare(Check(
     name="DecoderLayer", assignment="08-decoder", defaults=LAYER_DEFAULTS,
+    axes=DECODER_LAYER_AXES,
     inputs=_layer_inputs, kind="class", forbidden=FORBIDDEN_DECODER, call=_module_call(LAYER_NAMES),
 ))
 
@@ -220,8 +238,18 @@ def _decoder_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(args, kwargs, extra=dict(init=(layer, c["num_layers"]), options=options, state=state), note=note)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+DECODER_AXES = ladder(
+    dict(batch=1, T=2, S=2, E=4, nhead=1, F=8, num_layers=1, dtype="float64"),
+    axis("one layer", "how layers are chained (each takes the previous one's output, and the encoder's output)",
+         (dict(num_layers=2), "2 layers")),
+    axis("no masks", "how the masks are handed to every layer", (dict(T=3, tgt_mask="causal"), "a causal tgt_mask"),
+         (dict(batch=2, T=3, tgt_padding=True), "target padding")),
+)
+
 check_decoder = declare(Check(
     name="Decoder", assignment="08-decoder", defaults=dict(LAYER_DEFAULTS, num_layers=2, norm=False),
+    axes=DECODER_AXES,
     inputs=_decoder_inputs, kind="class", forbidden=FORBIDDEN_DECODER,
     call=_module_call("layers (an nn.ModuleList of deep copies of the layer) and norm"),
 ))
@@ -252,8 +280,19 @@ def _transformer_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(args, kwargs, extra=dict(init=init, state=state), note=note)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+TRANSFORMER_AXES = ladder(
+    dict(batch=1, T=2, S=2, E=4, nhead=1, F=8, dtype="float64"),
+    axis("one layer each", "how the encoder's output reaches the decoder", (dict(num_encoder_layers=2), "2 encoder layers"),
+         (dict(num_decoder_layers=2), "2 decoder layers")),
+    axis("no masks", "which mask goes where (src_mask to the encoder, tgt_mask to the decoder)",
+         (dict(T=3, tgt_mask="causal"), "a causal tgt_mask"), (dict(S=3, src_mask="random"), "a src_mask")),
+    axis("no padding", "which padding mask goes where", (dict(batch=2, S=3, src_padding=True), "source padding")),
+)
+
 check_transformer = declare(Check(
     name="Transformer", assignment="08-decoder",
+    axes=TRANSFORMER_AXES,
     defaults=dict(LAYER_DEFAULTS, num_encoder_layers=1, num_decoder_layers=1, src_mask=None),
     inputs=_transformer_inputs, kind="class", forbidden=FORBIDDEN_DECODER,
     call=_module_call("encoder (layers, norm) and decoder (layers, norm)"),
@@ -273,8 +312,19 @@ def _shift_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(dict(tgt=tgt, start_token=c["start_token"]))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SHIFT_AXES = ladder(
+    dict(batch=1, T=2),
+    axis("2 tokens", "what moves (every token one to the right, the last dropped)", (dict(T=1), "one token"), downward=True),
+    axis("2 tokens", "what moves (every token one to the right, the last dropped)", (dict(T=5), "5 tokens")),
+    axis("start token 1", "the start token you are given", (dict(start_token=3), "start_token=3")),
+    axis("one sequence", "how the sequences are kept apart", (dict(batch=3), "3 sequences")),
+    axis("int64", "the tokens' dtype", (dict(dtype="int32"), "int32 tokens")),
+)
+
 check_shift_right = declare(Check(
     name="shift_right", assignment="08-decoder",
+    axes=SHIFT_AXES,
     defaults=dict(batch=2, T=5, start_token=1, vocab=10, dtype="int64"),
     inputs=_shift_inputs, on_device=False,
 ))
@@ -311,8 +361,20 @@ def _greedy_describe(inputs: Inputs, spec: Spec) -> str:
             f"max_len={spec['max_len']} {inputs.note}")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+GREEDY_AXES = ladder(
+    dict(batch=1, S=2, max_len=2),
+    axis("2 steps", "each step: the model on all tokens so far, the last position's most likely token",
+         (dict(max_len=1), "one step"), downward=True),
+    axis("2 steps", "each step: the model on all tokens so far, the last position's most likely token",
+         (dict(max_len=5), "5 steps")),
+    axis("start token 1", "the start token you are given", (dict(start_token=3), "start_token=3")),
+    axis("one sequence", "how the sequences are kept apart", (dict(batch=3), "3 sequences")),
+)
+
 check_greedy_decode = declare(Check(
     name="greedy_decode", assignment="08-decoder",
+    axes=GREEDY_AXES,
     defaults=dict(batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64"),
     inputs=_greedy_inputs, call=_greedy_call, describe=_greedy_describe, on_device=False,
 ))

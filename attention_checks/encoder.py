@@ -42,6 +42,7 @@ from .cases import Inputs, Spec
 from .core import as_dtype, describe, randn
 from .modules import (State, call_fresh, call_twice_if_random, fresh_rng, hide_padding, load_weights, marker,
                       to_module, watch_modules)
+from .localise import MORE_THAN_ONE_TOKEN, axis, ladder
 from .registry import Check, declare
 
 Tensor = torch.Tensor
@@ -114,8 +115,20 @@ def _layer_norm_describe(inputs: Inputs, spec: Spec) -> str:
     return f"LayerNorm({args}) with {weights}, on {describe(inputs.args, like=inputs.like)}"
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+LAYER_NORM_AXES = ladder(
+    dict(batch=(1,), L=2, E=3, dtype="float64"),
+    axis("normalised over the last dim", "which dims you normalise over", (dict(dims=2), "the last 2 dims")),
+    axis("normalized_shape an int", "normalized_shape given as a tuple", (dict(as_tuple=True), "normalized_shape=(E,)")),
+    axis("inputs of mean 0, std 1", "the mean you subtract and the variance you divide by",
+         (dict(mean=5.0), "inputs of mean 5"), (dict(std=10.0), "inputs of std 10")),
+    axis("eps 1e-5", "where eps goes (inside the square root, added to the variance)", (dict(eps=0.5, std=0.5), "eps=0.5")),
+    axis("loaded weights", "the weight and bias a new LayerNorm starts with (1 and 0)", (dict(init=True), "a new LayerNorm's own weights")),
+)
+
 check_layer_norm = declare(Check(
     name="LayerNorm", assignment="06-encoder", kind="class",
+    axes=LAYER_NORM_AXES,
     defaults=dict(batch=(2,), L=5, E=8, dims=1, as_tuple=False, eps=1e-5, mean=0.0, std=1.0, init=False,
                   dtype="float32"),
     inputs=_layer_norm_inputs, call=_layer_norm_call, describe=_layer_norm_describe, forbidden=FORBIDDEN_LAYER_NORM,
@@ -132,8 +145,18 @@ def _pe_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(dict(max_len=int(c["max_len"]), d_model=int(c["d_model"])))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+PE_AXES = ladder(
+    dict(max_len=2, d_model=2),
+    axis("positions 0, 1", "the angles: position times each pair's frequency", (dict(max_len=1), "position 0 alone"), downward=True),
+    axis("one pair of features (d_model=2)", "the frequencies 10000^(-2i/d_model), one per pair", (dict(d_model=4), "d_model=4"),
+         (dict(d_model=8), "d_model=8")),
+    axis("positions 0, 1", "the positions (0 to max_len - 1)", (dict(max_len=6), "positions 0..5")),
+)
+
 check_positional_encoding = declare(Check(
     name="positional_encoding", assignment="06-encoder", defaults=dict(max_len=10, d_model=8),
+    axes=PE_AXES,
     inputs=_pe_inputs, on_device=False,
 ))
 
@@ -200,8 +223,18 @@ def _ffn_describe(inputs: Inputs, spec: Spec) -> str:
             f"on {describe(inputs.args, like=inputs.like)}")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+FFN_AXES = ladder(
+    dict(batch=(1,), L=3, E=3, F=4, dtype="float64"),
+    axis("F=4", "the hidden width (linear1: E to F, linear2: F to E)", (dict(F=8), "F=8")),
+    axis("E=3", "the model width", (dict(E=5), "E=5")),
+    axis("one leading dim", "how the leading dims pass through", (dict(batch=(2, 3)), "leading dims (2, 3)")),
+    steps=(("linear1", "the first layer"), ("linear2", "the second layer")),
+)
+
 check_feed_forward = declare(Check(
     name="FeedForward", assignment="06-encoder", kind="class",
+    axes=FFN_AXES,
     defaults=dict(batch=(2,), L=5, E=8, F=32, dropout=0.1, train=False, dtype="float32"),
     inputs=_ffn_inputs, call=_ffn_call, describe=_ffn_describe,
 ))
@@ -284,8 +317,21 @@ def _layer_describe(inputs: Inputs, spec: Spec) -> str:
     return f"{head}, on {describe(inputs.named, like=inputs.like)}" + (f" {inputs.note}" if inputs.note else "")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+ENCODER_LAYER_AXES = ladder(
+    dict(batch=1, L=2, E=4, nhead=1, F=8, dtype="float64"),
+    axis("2 positions", MORE_THAN_ONE_TOKEN, (dict(L=1), "one position (its weight is 1)"), downward=True),
+    axis("one head", "how the heads are split and merged", (dict(nhead=2), "2 heads")),
+    axis("no mask", "how src_mask is passed to the attention", (dict(L=3, src_mask="causal"), "a causal src_mask")),
+    axis("no padding", "how src_key_padding_mask is passed to the attention", (dict(L=3, padding=True, batch=2), "padding")),
+    axis("a batch of one", "how the batch is kept apart", (dict(batch=2), "a batch of 2")),
+    steps=(("self_attn", "the self-attention"), ("norm1", "the first LayerNorm"), ("linear1", "the feed-forward's first layer"),
+           ("linear2", "the feed-forward's second layer"), ("norm2", "the second LayerNorm")),
+)
+
 check_encoder_layer = declare(Check(
     name="EncoderLayer", assignment="06-encoder", kind="class", defaults=LAYER_DEFAULTS,
+    axes=ENCODER_LAYER_AXES,
     inputs=lambda c, gen: _stack_inputs(c, gen, ("src_mask", "src_key_padding_mask"), None),
     call=_layer_call, describe=_layer_describe,
     forbidden={**FORBIDDEN_ENCODER, USES_GIVEN_LAYER: "GivenEncoderLayer"}, answers="encoder",
@@ -330,8 +376,18 @@ def _encoder_describe(inputs: Inputs, spec: Spec) -> str:
     return f"{head}, on {describe(inputs.named, like=inputs.like)}" + (f" {inputs.note}" if inputs.note else "")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+ENCODER_AXES = ladder(
+    dict(batch=1, L=2, E=4, nhead=1, F=8, num_layers=1, dtype="float64"),
+    axis("one layer", "how layers are chained (each takes the previous one's output)", (dict(num_layers=2), "2 layers"),
+         (dict(num_layers=3), "3 layers")),
+    axis("no mask", "how the masks are handed to every layer", (dict(L=3, src_mask="causal"), "a causal src_mask"),
+         (dict(L=3, padding=True, batch=2), "padding")),
+)
+
 check_encoder = declare(Check(
     name="Encoder", assignment="06-encoder", kind="class", defaults=dict(LAYER_DEFAULTS, num_layers=2),
+    axes=ENCODER_AXES,
     inputs=lambda c, gen: _stack_inputs(c, gen, ("mask", "src_key_padding_mask"), int(c["num_layers"])),
     call=_encoder_call, describe=_encoder_describe, forbidden=FORBIDDEN_ENCODER, answers="encoder",
 ))

@@ -33,6 +33,7 @@ import torch
 from .cases import Inputs
 from .core import as_dtype, describe, randn
 from .inputs import pad_mask, padding_lengths
+from .localise import axis, ladder
 from .registry import Check, declare
 
 INT_DTYPES = {"int64": torch.int64, "int32": torch.int32}
@@ -92,8 +93,19 @@ def _padding_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(tokens=tokens), {} if c["pad_id"] is None else dict(pad_id=pad_id))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+PADDING_AXES = ladder(
+    dict(B=1, S=3, padding="right"),
+    axis("padding on the right", "where the padding is (the pad id, wherever it is)", (dict(padding="left"), "padding on the left"),
+         (dict(padding="none"), "no padding")),
+    axis("pad id 0", "the pad id you are given", (dict(pad_id=5), "pad_id=5")),
+    axis("one sentence", "how sentences are kept apart", (dict(B=3), "3 sentences")),
+    axis("int64 tokens", "the tokens' dtype", (dict(dtype="int32"), "int32 tokens")),
+)
+
 check_padding_mask = declare(Check(
     name="padding_mask", assignment="05-masks",
+    axes=PADDING_AXES,
     defaults=dict(B=2, S=6, padding="right", pad_id=None, dtype="int64"),
     inputs=_padding_inputs, outputs=("mask",), describe=_describe_masks,
 ))
@@ -103,8 +115,16 @@ check_padding_mask = declare(Check(
 # causal_mask
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+CAUSAL_AXES = ladder(
+    dict(size=2),
+    axis("size 2", "which side of the diagonal is masked (key j > query i)", (dict(size=1), "size 1"), downward=True),
+    axis("size 2", "which side of the diagonal is masked (key j > query i)", (dict(size=5), "size 5")),
+)
+
 check_causal_mask = declare(Check(
     name="causal_mask", assignment="05-masks", defaults=dict(size=5),
+    axes=CAUSAL_AXES,
     inputs=lambda c, gen: Inputs(dict(size=c["size"])), outputs=("mask",),
     on_device=False,  # causal_mask(size) has no device argument: its mask is on the CPU
 ))
@@ -147,8 +167,20 @@ def _merge_call(fn: Any, x: Inputs, c: dict[str, Any]) -> Any:
     return broadcast(fn(*x.args.values()), (c["B"], c["H"], c["L"], S))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+MERGE_MASKS_AXES = ladder(
+    dict(B=1, H=1, L=2, padding=True, attn="none"),
+    axis("a padding mask alone", "how the attention mask enters", (dict(attn="causal"), "a causal attention mask too"),
+         (dict(attn="random", L=3), "a random attention mask too"), (dict(attn="heads", L=3), "an attention mask per head")),
+    axis("a padding mask", "the attention mask alone (no padding)", (dict(padding=False, attn="causal"), "an attention mask alone")),
+    axis("one head", "how the heads are kept apart", (dict(H=3, attn="causal"), "3 heads")),
+    axis("one sentence", "how sentences are kept apart", (dict(B=3), "3 sentences")),
+    axis("as many keys as queries", "the keys' axis (S, the last)", (dict(S=4, attn="causal"), "4 keys for 2 queries")),
+)
+
 check_merge_masks = declare(Check(
     name="merge_masks", assignment="05-masks",
+    axes=MERGE_MASKS_AXES,
     defaults=dict(B=2, H=3, L=5, S=None, padding=True, attn="causal"),
     inputs=_merge_inputs, outputs=("mask",), call=_merge_call, describe=_describe_masks,
 ))
@@ -212,8 +244,18 @@ def _attention_call(fn: Any, x: Inputs, c: dict[str, Any]) -> Any:
     return (*result, count_nonzero(result[1], block, torch.Size(shape)))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+MASKED_ATTENTION_AXES = ladder(
+    dict(B=1, L=2, E=2, padding=False, attn="none", dtype="float64"),
+    axis("no mask", "how the padding mask is applied", (dict(padding=True), "a padding mask")),
+    axis("no mask", "how the attention mask is applied", (dict(attn="causal"), "a causal mask"), (dict(attn="random", L=3), "a random mask")),
+    axis("no heads axis", "how the masks broadcast over the heads", (dict(H=2, padding=True, attn="causal"), "inputs with a heads axis")),
+    axis("as many keys as queries", "the keys' axis", (dict(S=3, padding=True), "3 keys for 2 queries")),
+)
+
 check_masked_attention = declare(Check(
     name="masked_attention", assignment="05-masks",
+    axes=MASKED_ATTENTION_AXES,
     defaults=dict(B=2, H=None, L=5, S=None, E=8, Ev=None, dtype="float32", padding=True, attn="causal"),
     inputs=_attention_inputs, outputs=("output", "weights", NONZERO), call=_attention_call,
 ))

@@ -38,6 +38,7 @@ from .core import as_dtype, describe, randn
 from .inputs import block_mask
 from .modules import build_student_module, load_student_module
 from .record import plain_number
+from .localise import MORE_THAN_ONE_TOKEN, axis, ladder
 from .registry import Check, declare
 
 NEG_INF = float("-inf")
@@ -84,8 +85,18 @@ def _split_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(x=randn(B, L, E, gen=gen, dtype=as_dtype(c["dtype"])), num_heads=H))  # x (B, L, E)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SPLIT_AXES = ladder(
+    dict(batch=1, L=2, E=4, H=2, dtype="float64"),
+    axis("2 heads", "how the features are cut into heads", (dict(H=1), "one head"), downward=True),
+    axis("2 heads", "how the features are cut into heads (consecutive blocks of E/H)", (dict(E=8, H=4), "4 heads")),
+    axis("2 positions", "where the positions go (after the heads)", (dict(L=3), "3 positions")),
+    axis("a batch of one", "how the batch is kept apart", (dict(batch=2), "a batch of 2")),
+)
+
 check_split_heads = declare(Check(
     name="split_heads", assignment="04-multi-head",
+    axes=SPLIT_AXES,
     defaults=dict(batch=2, L=5, E=8, H=2, dtype="float32"),
     inputs=_split_inputs, outputs=("heads",),
 ))
@@ -96,8 +107,18 @@ def _merge_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(x=x))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+MERGE_AXES = ladder(
+    dict(batch=1, H=2, L=2, head_dim=2, dtype="float64"),
+    axis("2 heads", "how the heads are put side by side", (dict(H=1), "one head"), downward=True),
+    axis("2 heads", "how the heads are put side by side (head h at features h*head_dim...)", (dict(H=3), "3 heads")),
+    axis("2 positions", "where the positions go (before the features)", (dict(L=3), "3 positions")),
+    axis("a batch of one", "how the batch is kept apart", (dict(batch=2), "a batch of 2")),
+)
+
 check_merge_heads = declare(Check(
     name="merge_heads", assignment="04-multi-head",
+    axes=MERGE_AXES,
     defaults=dict(batch=2, H=2, L=5, head_dim=4, dtype="float32"),
     inputs=_merge_inputs, outputs=("merged",),
 ))
@@ -209,8 +230,22 @@ def _mha_describe(x: Inputs, c: dict[str, Any]) -> str:
     return f"{title}; {describe(named, like=x.like, with_dtype=['key_padding_mask', 'attn_mask'])}"
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+MHA_AXES = ladder(
+    dict(batch=1, L=2, E=4, H=2, dtype="float64"),
+    axis("2 heads", "how the heads are split, attended and merged", (dict(H=1), "one head"), downward=True),
+    axis("2 positions", MORE_THAN_ONE_TOKEN, (dict(L=1), "one position (its weight is 1)"), downward=True),
+    axis("self-attention (query = key = value)", "which input each projection takes (query, key, value)",
+         (dict(S=3), "separate keys and values of length 3")),
+    axis("biases", "the biases", (dict(bias=False), "bias=False"), downward=True),
+    axis("weights averaged over heads", "the weights per head", (dict(average_attn_weights=False), "weights per head")),
+    axis("a batch of one", "how the batch is kept apart from the heads", (dict(batch=2), "a batch of 2")),
+    steps=(("out_proj", "the output projection"),),
+)
+
 check_multi_head_attention = declare(Check(
     name="MultiHeadAttention", assignment="04-multi-head",
+    axes=MHA_AXES,
     defaults=dict(batch=2, L=5, S=None, E=8, H=2, bias=True, dtype="float32", key_padding_mask="none",
                   attn_mask="none", mask_per_head=False, need_weights=True, average_attn_weights=True,
                   check="forward"),
@@ -239,14 +274,32 @@ def _call_for_number(fn: Any, x: Inputs, c: dict[str, Any]) -> Any:
     return plain_number(fn(*x.args.values(), **x.kwargs))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+COUNT_AXES = ladder(
+    dict(embed_dim=4, num_heads=1, bias=False),
+    axis("no biases", "the biases (of the input and the output projections)", (dict(bias=True), "bias=True")),
+    axis("one head", "what depends on the heads (nothing: the projections are embed_dim wide)", (dict(num_heads=2), "2 heads")),
+    axis("embed_dim 4", "the four embed_dim x embed_dim matrices", (dict(embed_dim=8), "embed_dim 8")),
+)
+
 check_mha_parameter_count = declare(Check(
     name="mha_parameter_count", assignment="04-multi-head",
+    axes=COUNT_AXES,
     defaults=dict(embed_dim=16, num_heads=4, bias=True),
     inputs=_count_inputs, outputs=("count",), call=_call_for_number, on_device=False,
 ))
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+COST_AXES = ladder(
+    dict(n=1, d=2, num_heads=1),
+    axis("one token", "the pairs of tokens (n^2 scores and weighted sums)", (dict(n=3), "3 tokens")),
+    axis("d=2", "the projections (n d^2 each) and the scores' width", (dict(d=4), "d=4")),
+    axis("one head", "what depends on the heads (each head's scores are d/h wide)", (dict(d=4, num_heads=2), "2 heads of width 2")),
+)
+
 check_mha_multiply_adds = declare(Check(
     name="mha_multiply_adds", assignment="04-multi-head",
+    axes=COST_AXES,
     defaults=dict(n=4, d=8, num_heads=2),
     inputs=_cost_inputs, outputs=("multiply_adds",), call=_call_for_number, on_device=False,
 ))

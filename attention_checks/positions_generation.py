@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from .cases import Inputs, Spec
 from .core import as_dtype, randn
+from .localise import axis, ladder
 from .registry import Check, declare
 
 Tensor = torch.Tensor
@@ -86,8 +87,27 @@ def _rope_call(fn: Any, x: Inputs, c: Spec) -> Any:
     return out, drift
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+ROPE_AXES = ladder(
+    dict(B=1, L=2, D=4, dtype="float64"),
+    axis("two pairs of features (D=4)", "the frequencies, one per pair of features (i and i + D/2)",
+         (dict(D=2), "one pair (D=2, frequency 1)"), downward=True),
+    axis("positions 0, 1", "the rotation itself: each position's angle (position times frequency), its cos and sin",
+         (dict(L=1), "position 0 alone (no rotation)"), downward=True),
+    axis("two pairs of features (D=4)", "the frequencies, one per pair of features (i and i + D/2)",
+         (dict(D=8), "four pairs (D=8)")),
+    axis("positions 0, 1", "the positions you are given, and how each turns into an angle",
+         (dict(L=5), "positions 0..4"), (dict(L=5, positions="offset"), "positions that start further on"),
+         (dict(L=5, positions="random"), "positions in any order")),
+    axis("the default base", "where the base goes in the frequencies", (dict(base=100.0), "base=100")),
+    axis("x of shape (B, L, D)", "the axes you rotate over (the last one, per position)",
+         (dict(H=2), "x with a heads axis (B, H, L, D)"), (dict(B=3), "a batch of 3")),
+    axis("float64", "the dtypes you compute in", (dict(dtype="float32"), "float32")),
+)
+
 check_apply_rope = declare(Check(
     name="apply_rope", assignment="10-positions-and-generation",
+    axes=ROPE_AXES,
     defaults=dict(B=2, H=None, L=6, D=8, positions="arange", base=None, dtype="float32"),
     inputs=_rope_inputs, outputs=("output", DRIFT), call=_rope_call,
 ))
@@ -107,8 +127,20 @@ def _alibi_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(dict(num_heads=H, L=c["L"], S=S))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+ALIBI_AXES = ladder(
+    dict(num_heads=1, L=2, S=None),
+    axis("2 queries and keys", "the bias away from distance 0: each head's slope times the distance",
+         (dict(L=1), "one query and one key"), downward=True),
+    axis("2 queries and keys", "the distances (key position minus query position)",
+         (dict(L=4), "4 queries and keys"), (dict(L=2, S=5), "the last 2 queries of 5 positions")),
+    axis("one head", "the slopes, one per head (2^(-8h/H) for h = 1..H)", (dict(num_heads=2), "2 heads"),
+         (dict(num_heads=8), "8 heads"), (dict(num_heads=16), "16 heads")),
+)
+
 check_alibi_bias = declare(Check(
     name="alibi_bias", assignment="10-positions-and-generation",
+    axes=ALIBI_AXES,
     defaults=dict(num_heads=4, L=5, S=None), inputs=_alibi_inputs, outputs=("bias",),
     on_device=False,  # alibi_bias(num_heads, L, S) has no tensor input: its bias is on the CPU
 ))
@@ -132,8 +164,22 @@ def _distribution_inputs(c: Spec, gen: torch.Generator) -> Inputs:
     return Inputs(dict(logits=logits), _filters(c))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+DISTRIBUTION_AXES = ladder(
+    dict(B=1, V=5, dtype="float64"),
+    axis("temperature 1", "where the temperature divides the logits", (dict(temperature=0.5), "temperature 0.5"),
+         (dict(temperature=2.0), "temperature 2")),
+    axis("no top-k", "the top-k filter", (dict(top_k=1), "top_k=1"), (dict(top_k=3), "top_k=3")),
+    axis("no top-p", "the top-p filter", (dict(top_p=0.5, seed=1), "top_p=0.5"), (dict(top_p=0.9, seed=2), "top_p=0.9")),
+    axis("one filter at a time", "the order of the filters (temperature, then top-k, then top-p)",
+         (dict(top_k=3, top_p=0.6, temperature=0.7, seed=3), "temperature, top_k and top_p together")),
+    axis("one row", "the axis you normalise over (the vocabulary, per row)", (dict(B=3), "three rows")),
+    axis("float64", "the dtypes you compute in", (dict(dtype="float32"), "float32")),
+)
+
 check_next_token_distribution = declare(Check(
     name="next_token_distribution", assignment="10-positions-and-generation", defaults=SAMPLING_DEFAULTS,
+    axes=DISTRIBUTION_AXES,
     inputs=_distribution_inputs, outputs=("probs",),
 ))
 
@@ -154,8 +200,17 @@ def _sample_call(fn: Any, x: Inputs, c: Spec) -> Any:
     return fn(*x.args.values(), **x.kwargs, generator=sampling_generator(x))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SAMPLE_AXES = ladder(
+    dict(B=1, V=5, draws=8, dtype="float64"),
+    *DISTRIBUTION_AXES.axes[:4],
+    axis("one distribution", "how rows are drawn (one token per row, with the generator)",
+         (dict(B=3), "three distributions")),
+)
+
 check_sample_next = declare(Check(
     name="sample_next", assignment="10-positions-and-generation", defaults=dict(SAMPLING_DEFAULTS, draws=40),
+    axes=SAMPLE_AXES,
     inputs=_sample_inputs, outputs=("tokens",), call=_sample_call,
     on_device=False,  # the generator is a CPU one: the same draws on every machine
 ))
@@ -216,8 +271,20 @@ def _beam_describe(x: Inputs, c: Spec) -> str:
             f"max_len={c['max_len']}, eos={c['eos']}")
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+BEAM_AXES = ladder(
+    dict(V=5, beam_size=1, max_len=3),
+    axis("a beam of 1 (greedy)", "how the beam keeps its best hypotheses", (dict(beam_size=2), "a beam of 2"),
+         (dict(beam_size=4), "a beam of 4")),
+    axis("at most 3 tokens", "when hypotheses end (eos, max_len)", (dict(max_len=1), "at most 1 token")),
+    axis("at most 3 tokens", "when hypotheses end (eos, max_len) and how finished ones are compared",
+         (dict(max_len=6, beam_size=2), "at most 6 tokens with a beam of 2")),
+    axis("start 1, eos 0", "the start and eos tokens you are given", (dict(start=3, eos=4, beam_size=2), "start 3, eos 4")),
+)
+
 check_beam_search = declare(Check(
     name="beam_search", assignment="10-positions-and-generation",
+    axes=BEAM_AXES,
     defaults=dict(V=6, beam_size=3, max_len=6, start=1, eos=0),
     inputs=_beam_inputs, outputs=("tokens", "score"), call=_beam_call, describe=_beam_describe, on_device=False,
 ))

@@ -245,7 +245,7 @@ def on_meta(check: "Check", student: Any, inputs: "Inputs", spec: dict, guard: F
     return None if stray is None else f"raised RuntimeError: {mixing_error('a result', stray)}"
 
 
-def _kept_tensors(student: Any) -> set[int]:
+def kept_tensors(student: Any) -> set[int]:
     """The tensors the student's object keeps beyond a call, where every call sees them: in its
     class's attributes (and those of the student's base classes), its functions' defaults and the
     globals they name (and the lists, tuples and dicts there). By id: only whether the real runs
@@ -282,7 +282,7 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
     guard = ForbiddenCalls(check.forbidden)
     # on a GPU the real cases show device bugs themselves
     meta_runs = check.on_device and device.type == "cpu" and callable(student)
-    kept_before = _kept_tensors(student) if meta_runs else set()
+    kept_before = kept_tensors(student) if meta_runs else set()
     outcomes, likes, on_meta_inputs = [], [], []
     for case in cases:
         spec = check.spec(case)
@@ -296,7 +296,7 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
         else:
             outcomes.append(probe(check, student, inputs, spec, guard))
         likes.append(inputs.like)
-    if meta_runs and not _kept_tensors(student) <= kept_before:
+    if meta_runs and not kept_tensors(student) <= kept_before:
         # the real runs left tensors where every call sees them (a class attribute, a global): a meta
         # run would meet them where a GPU run meets its own cuda tensors, a device bug that is none,
         # and would leave meta tensors there for the next cell's real runs
@@ -312,6 +312,7 @@ def probe_all(check: "Check", student: Any, cases: Sequence[Mapping[str, Any]], 
     return Probed(outcomes, likes, list(guard.seen))
 
 
-def publish(name: str, probed: Probed) -> None:
-    """The test cell's record, for the grader (only under the autograder)."""
-    publish_record(name, probed.outcomes, probed.likes, probed.forbidden)
+def publish(name: str, probed: Probed, localising: dict | None = None) -> None:
+    """The test cell's record, for the grader (only under the autograder), with the check's
+    localising cases where they ran (``localise``)."""
+    publish_record(name, probed.outcomes, probed.likes, probed.forbidden, localising)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from .cases import Inputs
 from .core import as_dtype, randn
 from .inputs import keep_mask
+from .localise import axis, ladder
 from .registry import Check, declare
 
 NEG_INF = float("-inf")
@@ -65,8 +66,17 @@ def _project_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(x=x, w_q=w_q, w_k=w_k, w_v=w_v))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+PROJECT_AXES = ladder(
+    dict(batch=(1,), L=2, d_model=3, d_k=2, dtype="float64"),
+    axis("d_v = d_k", "the value projection (its width d_v)", (dict(d_v=3), "d_v=3, d_k=2")),
+    axis("one leading dim", "how the leading dims are kept apart", (dict(batch=(2, 3)), "leading dims (2, 3)")),
+    axis("2 tokens", "the axis you project along (the last one)", (dict(L=4), "4 tokens")),
+)
+
 check_project_qkv = declare(Check(
     name="project_qkv", assignment="03-qkv",
+    axes=PROJECT_AXES,
     defaults=dict(batch=(2,), L=5, d_model=8, d_k=4, d_v=None, dtype="float32"),
     inputs=_project_inputs, outputs=("q", "k", "v"),
 ))
@@ -96,8 +106,24 @@ def _sdpa_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(query=query, key=key, value=value), kwargs)
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SDPA_AXES = ladder(
+    dict(batch=(1,), L=2, E=2, dtype="float64"),
+    axis("as many keys as queries", "which axes you transpose (the keys' length S is the last axis of the scores)",
+         (dict(S=3), "3 keys for 2 queries")),
+    axis("values as wide as keys", "the values' width Ev", (dict(Ev=3), "values of width 3")),
+    axis("no mask", "how a boolean mask is applied (True = may attend)", (dict(L=3, mask="bool"), "a boolean mask"),
+         (dict(L=3, mask="bool", broadcast_mask=True), "a boolean mask (L, S) broadcast over the batch")),
+    axis("no mask", "how a float mask is applied (added to the scores)", (dict(L=3, mask="float"), "a float mask")),
+    axis("is_causal=False", "the causal mask (query i sees keys 0..i)", (dict(is_causal=True), "is_causal=True"),
+         (dict(is_causal=True, L=3, S=5), "is_causal=True with L=3 < S=5")),
+    axis("the default scale", "where `scale` replaces 1/sqrt(E)", (dict(scale=0.3), "scale=0.3")),
+    axis("one leading dim", "how the leading dims are kept apart", (dict(batch=(2, 3)), "leading dims (2, 3)")),
+)
+
 check_scaled_dot_product_attention = declare(Check(
     name="scaled_dot_product_attention", assignment="03-qkv",
+    axes=SDPA_AXES,
     defaults=dict(batch=(2,), L=5, S=None, E=8, Ev=None, dtype="float32", mask="none", broadcast_mask=False,
                   is_causal=False, scale=None),
     inputs=_sdpa_inputs, outputs=("output", "weights"), forbidden=FORBIDDEN_SDPA,

@@ -43,8 +43,10 @@ def recording() -> bool:
     return os.environ.get(RECORD_VARIABLE) == "1"
 
 
-def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tensor], forbidden: Sequence[str]) -> None:
-    """Display the outcomes as this cell's record (only under the autograder)."""
+def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tensor], forbidden: Sequence[str],
+            localising: dict | None = None) -> None:
+    """Display the outcomes as this cell's record (only under the autograder); `localising`: the
+    outcomes of the check's localising cases, as data (``localise.encode_ladder``)."""
     from IPython.display import display
 
     payload = {
@@ -52,6 +54,8 @@ def publish(check: str, outcomes: Sequence[Outcome], likes: Sequence[torch.Tenso
         "forbidden": list(forbidden),
         "outcomes": [_encode_outcome(o, like) for o, like in zip(outcomes, likes)],
     }
+    if localising is not None:
+        payload["localising"] = localising
     display({MIME: payload}, raw=True)
 
 

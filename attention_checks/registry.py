@@ -30,7 +30,8 @@ import torch
 from .allowlist import uses_outside
 from .cases import Inputs, Spec, call_function, describe_inputs, snake_case
 from .core import ALWAYS_FORBIDDEN, case_seed, generator, pick_device, with_defaults
-from .probe import probe_all, publish
+from .localise import Axes, recorded_ladder
+from .probe import kept_tensors, probe_all, publish
 from .record import recording
 
 
@@ -54,6 +55,7 @@ class Check:
     kind: str = "function"  # or "class": what the student hands the check
     on_device: bool = True  # False: the case runs on the CPU on every machine (no tensor inputs)
     answers: str = ""  # module of attention_checks.answers that judges it (default: the declaring module's name)
+    axes: Axes | None = None  # the ladder of small cases that localises a mistake by experiment (localise)
 
     @property
     def forbidden_names(self) -> list[str]:
@@ -91,9 +93,14 @@ class Check:
             device: torch.device | None = None):
         __tracebackhide__ = True
         device = self.device(device)
+        # a grading kernel runs the check's localising cases after the declared ones where it sees a
+        # failure or the grader asks for them (localise.recorded_ladder)
+        kept = kept_tensors(student) if mode is Mode.RECORD and self.axes is not None else None
         probed = probe_all(self, student, cases, device)
         if mode is Mode.RECORD:
-            publish(self.name, probed)
+            ladder = None if kept is None else recorded_ladder(self, student, probed.outcomes,
+                                                               not kept_tensors(student) <= kept)
+            publish(self.name, probed, ladder)
             return None
         # the student's own notebook: judged here, by the references where they are installed (the
         # course's repository), else by the answers published as data for the visible cases

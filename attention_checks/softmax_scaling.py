@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from .cases import Inputs
 from .core import as_dtype, describe, randn
 from .record import plain_number
+from .localise import axis, ladder
 from .registry import Check, declare
 
 NEG_INF = float("-inf")
@@ -106,8 +107,19 @@ def _softmax_describe(x: Inputs, c: dict[str, Any]) -> str:
                                               else "") + (", some entries -inf" if c["neg_inf"] else ""))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SOFTMAX_AXES = ladder(
+    dict(shape=(1, 3), dtype="float64"),
+    axis("one row", "the dim you normalise over", (dict(shape=(3, 3)), "three rows"), (dict(shape=(2, 3, 4)), "three dims")),
+    axis("dim=-1", "the dim you normalise over (the one you are given)", (dict(shape=(3, 2), dim=0), "dim=0")),
+    axis("entries of magnitude 1", "the maximum subtracted before exp", (dict(shift=1e4), "entries near 1e4"),
+         (dict(std=1e4), "entries of magnitude 1e4")),
+    axis("finite entries", "entries of -inf (exp gives 0)", (dict(shape=(2, 5), neg_inf=True), "some entries -inf")),
+)
+
 check_softmax = declare(Check(
     name="softmax", assignment="02-softmax-scaling",
+    axes=SOFTMAX_AXES,
     defaults=dict(shape=(2, 5), dim=-1, dtype="float32", std=1.0, shift=0.0, neg_inf=False),
     inputs=_softmax_inputs, outputs=("softmax",), describe=_softmax_describe, forbidden=FORBIDDEN_SOFTMAX,
 ))
@@ -124,8 +136,18 @@ def _scores_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(q=q, k=k))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SCALED_SCORES_AXES = ladder(
+    dict(batch=(1,), L=2, d=1, dtype="float64"),
+    axis("d=1 (scale 1)", "the scale 1/sqrt(d)", (dict(d=4), "d=4 (scale 1/2)")),
+    axis("as many keys as queries", "which axes you transpose (the keys' length is the last axis)",
+         (dict(S=3), "3 keys for 2 queries")),
+    axis("one leading dim", "how the leading dims are kept apart", (dict(batch=(2, 3)), "leading dims (2, 3)")),
+)
+
 check_scaled_scores = declare(Check(
     name="scaled_scores", assignment="02-softmax-scaling",
+    axes=SCALED_SCORES_AXES,
     defaults=dict(batch=(2,), L=5, S=None, d=8, dtype="float32", std=1.0),
     inputs=_scores_inputs, outputs=("scores",),
 ))
@@ -144,8 +166,17 @@ def _variance_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(q=q, k=k))
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+VARIANCE_AXES = ladder(
+    dict(n=200, d_k=1, dtype="float64"),
+    axis("d_k=1", "the sum over the d_k features of each product", (dict(d_k=4), "d_k=4")),
+    axis("std 1 for q and k", "how the inputs' spreads enter", (dict(std_q=2.0), "q of std 2"), (dict(std_k=3.0), "k of std 3")),
+    axis("200 samples", "what you average over (the samples, not the features)", (dict(n=50), "50 samples")),
+)
+
 check_dot_product_variance = declare(Check(
     name="dot_product_variance", assignment="02-softmax-scaling",
+    axes=VARIANCE_AXES,
     defaults=dict(n=1000, d_k=16, dtype="float32", std_q=1.0, std_k=1.0),
     inputs=_variance_inputs, outputs=("variance",),
     describe=lambda x, c: describe(x.named, like=x.like) + f", entries with std {c['std_q']:g} and {c['std_k']:g}",
@@ -161,8 +192,17 @@ def _scale_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
     return Inputs(dict(d_k=c["d_k"]), {name: c[name] for name in ("var_q", "var_k") if c[name] is not None})
 
 
+# the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
+SCALE_AXES = ladder(
+    dict(d_k=4),
+    axis("d_k=4", "the square root of d_k", (dict(d_k=64), "d_k=64")),
+    axis("unit variances", "how var_q and var_k enter (their product, times d_k)", (dict(var_q=2.0), "var_q=2"),
+         (dict(var_k=3.0), "var_k=3"), (dict(var_q=2.0, var_k=3.0), "var_q=2 and var_k=3")),
+)
+
 check_score_scale = declare(Check(
     name="score_scale", assignment="02-softmax-scaling", defaults=dict(d_k=64, var_q=None, var_k=None),
+    axes=SCALE_AXES,
     inputs=_scale_inputs, outputs=("scale",), on_device=False,
     call=lambda fn, x, c: plain_number(fn(*x.args.values(), **x.kwargs)),
     describe=lambda x, c: ", ".join([f"d_k={c['d_k']}"] + [f"{n}={v:g}" for n, v in x.kwargs.items()]),

@@ -25,10 +25,12 @@ from .. import core, modules as course_modules
 from ..allowlist import ALLOWED_INSTEAD, OUTSIDE
 from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed,
                     PartialCredit, _dtype_name, quiet, tolerance)
+from ..localise import Ladder, decode_ladder
 from ..published import PUBLISHED, NotPublished
 from ..record import Outcome, decode_outcome, device_name
 from .catalogue import Answer, Mistake, merge_twins, named_mistakes, one_of
 from .crashes import CRASHES
+from .localising import finding
 from .hints import (KEPT_STATE_HINT, Claim, crash_hints, device_bug, device_hints, kept_from_an_earlier_call,
                     pattern_hints, split_error, structure_hints)
 from .torch_messages import pytorch_message
@@ -753,6 +755,42 @@ def verify_claims(check: "Check", built: Sequence[Judged], results: Sequence[Cas
 
 
 # --------------------------------------------------------------------------
+# where the outputs go wrong, by experiment (issue 59; attention_checks.localise, answers.localising)
+
+
+def rung_right(check: "Check", spec: Mapping[str, Any], outcome: Outcome) -> bool:
+    """Whether the student's code was right on one of the check's localising cases: every output the
+    reference's, within the tolerance of the case's dtype (its dtype and device aside: the ladder
+    localises wrong values)."""
+    case = judged(check, spec, REFERENCES)
+    if outcome.error is not None:
+        return False
+    got, problem = _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
+    return problem is None and all(close(got[name], case.expected[name], case.dtype, equal_nan=True)
+                                   for name in case.expected)
+
+
+def localised(check: "Check", ladder: Ladder | None) -> str | None:
+    """What a failed check's ladder shows (answers.localising.finding), or None: no ladder, no
+    axes, or no references here (the published data holds no answer to a localising case)."""
+    if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
+        return None
+    with quiet():
+        return finding(check.axes, ladder, functools.partial(rung_right, check),
+                       judged(check, check.axes.cases()[0], REFERENCES))
+
+
+def add_finding(results: Sequence[CaseResult], found: str | None) -> None:
+    """The finding, as a hint of every failing case that no verified diagnosis explains (a case whose
+    hint names a known mistake, which survived verify_claims, keeps it alone)."""
+    if not found:
+        return
+    for result in results:
+        if result.fraction < 1 and not any(isinstance(h, Claim) and h.mistakes for h in result.hints):
+            result.hints.append(found)
+
+
+# --------------------------------------------------------------------------
 # the report
 
 
@@ -799,11 +837,12 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
           forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
           most: int = 5, quoting: Quoting = AS_IS, source: Any = None,
-          not_run: Mapping[str, str] | None = None) -> Report:
+          not_run: Mapping[str, str] | None = None, ladder: Ladder | None = None) -> Report:
     """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded);
     `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests);
     `source`: where the answers come from (default_source); `not_run`: names that cells which do not
-    compile define -> what to say of their cell."""
+    compile define -> what to say of their cell; `ladder`: what the kernel's localising cases did
+    (localise), which says where the outputs go wrong when the check fails (``localised``)."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
     try:
@@ -815,6 +854,8 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
     results = [judge_case(check, o, b, d, quoting, not_run) for o, b, d in zip(outcomes, built, devices)]
     verify_claims(check, built, results, quoting)
     fraction = sum(r.fraction for r in results) / len(results)
+    if fraction < 1:
+        add_finding(results, localised(check, ladder))
     if fraction == 1:
         return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")
 
@@ -879,4 +920,4 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
     uses.sort(key=lambda use: str(use) in ALWAYS_FORBIDDEN)  # the mirrored function first, the ways of hiding it after
     return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting,
-                 not_run=not_run)
+                 not_run=not_run, ladder=decode_ladder(record.get("localising"), check))

@@ -1,0 +1,204 @@
+"""Localising a mistake by experiment: the judging side (issue 59, items 1 to 3).
+
+The kernel ran a failed name's ladder of small cases (``attention_checks.localise``: a base case
+and axes of rungs, each one thing away from the rung below it) and recorded what the student's
+code returned; the judge (``judging``) says which rungs were right, by the references it computes
+itself, and only for a name that failed. This module turns that into words:
+
+* **along an axis** (item 1): the first rung whose verdict differs from the rung below it: "right
+  with one block of keys; wrong with two blocks of keys (look at the step that combines blocks of
+  keys)". Both verdicts are observed; the words of the rungs and of the part they exercise are the
+  check's declaration, so the finding is a pick among a few, which a sealed report may show.
+* **inside a module** (item 2): the base case's recorded submodule inputs and outputs against the
+  reference's: a projection fed something other than the module's input, the heads merged before
+  the output projection (the reference's, solved from its output through that projection's
+  weight), which heads differ, and what the module does after its output projection.
+* **when it is shown** (item 3): ``judging`` puts the finding under the failing cases that no
+  verified diagnosis explains; a case whose catalogued diagnosis survived its check keeps it alone.
+
+A finding says where the outputs go wrong, never why: it holds for mistakes nobody listed.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import torch
+
+from ..core import quiet, tolerance
+from ..localise import Axes, Axis, Ladder, StepRecorder
+
+if TYPE_CHECKING:
+    from ..record import Outcome
+    from .judging import Judged
+
+MOST_FINDINGS = 2  # axes named in one finding; more would not fit a hint
+LEAD = "Tried on small cases that differ in one thing at a time: "
+STEP_BY_STEP = "The smallest case, step by step against the reference: "
+
+
+_DOWNWARD = "\x00"  # marks a finding of a downward axis until the words are joined
+
+
+def _change(axis: Axis, lower: str, rung: str, lower_right: bool) -> str:
+    """A verdict that changes between two rungs, in words: with where to look when the simpler of
+    the two is the right one (what the other adds is then where the outputs go wrong); else only
+    what was seen (what the simpler rung leaves out hides the mistake, wherever it is)."""
+    simpler_right = lower_right != axis.downward
+    good, bad = (lower, rung) if lower_right else (rung, lower)
+    if simpler_right:
+        return f"right with {good}; wrong with {bad} (look at {axis.where})"
+    return f"wrong with {bad}, yet right with {good}"
+
+
+def along_axes(axes: Axes, right: Sequence[bool | None]) -> str | None:
+    """The finding from the rungs' verdicts (``right[i]``: case i of ``axes.cases()`` was right;
+    None: not known, e.g. not run), or None where the ladder shows nothing. Along each axis, the
+    first rung whose verdict differs from the rung below it; an axis whose rung also changes every
+    key of a rung already named (causal over two blocks, after two blocks) adds nothing and is left out."""
+    found: list[str] = []
+    named: list[set[str]] = []  # the keys each named rung changes
+    for axis in axes.axes:
+        below, lower = 0, axis.said
+        for index, step in axes.numbered(axis):
+            if index >= len(right) or right[index] is None or right[below] is None:
+                break
+            if right[below] != right[index]:
+                keys = set(step.changes)
+                if not any(keys >= earlier for earlier in named):
+                    named.append(keys)
+                    found.append(_change(axis, lower, step.said, right[below]) + (_DOWNWARD if axis.downward else ""))
+                break
+            below, lower = index, step.said
+    if len(found) > 1:  # a downward rung says less than any other (position 0 alone: no rotation at all)
+        found = [text for text in found if not text.endswith(_DOWNWARD)] or found[:1]
+    if found:
+        more = len(found) - MOST_FINDINGS
+        found = [text.removesuffix(_DOWNWARD) for text in found]
+        return LEAD + "; and ".join(found[:MOST_FINDINGS]) + (f"; and along {more} more axis(es)" if more > 0 else "") + "."
+    known = [r for r in right if r is not None]
+    if len(known) > 1 and not any(known):
+        return LEAD + "wrong in every one, the smallest included: the mistake is in what every case does, not in what they vary."
+    return None
+
+
+# --------------------------------------------------------------------------
+# inside a module: the first step that differs (item 2)
+
+
+def _agree(got: Any, expected: torch.Tensor, dtype: torch.dtype) -> bool:
+    return (isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(expected.shape)
+            and torch.allclose(got.to(torch.float64), expected.to(torch.float64), **tolerance(dtype)))
+
+
+def _merged_heads(output: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+    """What the output projection's input must be for it to give ``output``: solved through its
+    (square, invertible) weight; None where the weight is not square."""
+    if weight.dim() != 2 or weight.shape[0] != weight.shape[1]:
+        return None
+    target = output - (bias if bias is not None else 0.0)
+    return torch.linalg.solve(weight, target.unsqueeze(-1)).squeeze(-1)  # x W^T = y  <=>  W x = y
+
+
+def _heads_that_differ(got: torch.Tensor, expected: torch.Tensor, heads: int, dtype: torch.dtype) -> list[int]:
+    width = expected.shape[-1] // heads
+    return [h for h in range(heads)
+            if not _agree(got[..., h * width:(h + 1) * width], expected[..., h * width:(h + 1) * width], dtype)]
+
+
+def inside_module(axes: Axes, ladder: Ladder, base: "Judged") -> str | None:
+    """The first step of a module's computation whose recorded value differs from the reference's,
+    on the base case (``base``: its judged form): ``axes.steps`` in order, the last the output
+    projection, whose input is the heads merged (the reference's solved through its weight)."""
+    if not axes.steps or not ladder.steps or not ladder.outcomes:
+        return None
+    x, dtype, expected = base.x, base.dtype, next(iter(base.expected.values()))
+    state = x.extra.get("state") or {}
+    module_input = next((v for v in x.args.values() if isinstance(v, torch.Tensor) and v.is_floating_point()), None)
+    *inner, (last, last_said) = axes.steps
+    for name, said in inner:
+        if name not in ladder.steps:
+            return f"{said} ({name}) is never called: look at where you project."
+        if module_input is not None and not _agree(ladder.steps[name][0], module_input, dtype):
+            return f"{said} ({name}) is not given the module's input: look at what you pass to {name}."
+    if last not in ladder.steps or f"{last}.weight" not in state or not isinstance(expected, torch.Tensor):
+        return None
+    given, made = ladder.steps[last]
+    merged = _merged_heads(expected, state[f"{last}.weight"], state.get(f"{last}.bias"))
+    if merged is None:
+        return None
+    if not _agree(given, merged, dtype):
+        before = (f"{', '.join(said for _, said in inner)} are given the module's input; " if inner else "")
+        text = (f"{before}what {last} is given (the attention's output, its heads merged) differs from the "
+                f"reference's: the mistake lies before {last_said} ({last}): in splitting the heads, the scores, "
+                "the weights, or merging the heads")
+        heads = next((base.spec[key] for key in ("num_heads", "H", "nhead") if isinstance(base.spec.get(key), int)), None)
+        if isinstance(heads, int) and heads > 1 and given.shape == merged.shape:
+            differ = _heads_that_differ(given, merged, heads, dtype)
+            if 0 < len(differ) < heads:
+                right = [h for h in range(heads) if h not in differ]
+                text += (f"; right for head{'s' * (len(right) > 1)} {', '.join(map(str, right))}, wrong for "
+                         f"head{'s' * (len(differ) > 1)} {', '.join(map(str, differ))}")
+        return text + "."
+    got = ladder.outcomes[0].value
+    got = got[0] if isinstance(got, (tuple, list)) and got else got
+    if isinstance(got, torch.Tensor) and not _agree(got, made, dtype):
+        return f"everything up to {last_said} ({last}) is right; your forward changes {last}'s output before it returns it."
+    return None
+
+
+def reference_steps(axes: Axes, run_reference: Callable[[], Any]) -> dict[str, list[torch.Tensor]]:
+    """The named submodules' (input, output) while the reference runs on the base case, in the order
+    they were first called: where the reference is a PyTorch module of the same names
+    (nn.TransformerEncoderLayer's self_attn, norm1, linear1, ...); {} where it calls none (a
+    functional reference, or one that skips its submodules' forward)."""
+    recorder = StepRecorder([name for name, _ in axes.steps])
+    try:
+        with quiet(), torch.no_grad(), recorder:
+            run_reference()
+    except Exception:  # noqa: BLE001 - no steps to compare with
+        return {}
+    return recorder.seen
+
+
+def steps_compared(axes: Axes, ladder: Ladder, expected: Mapping[str, list[torch.Tensor]], dtype: torch.dtype) -> str | None:
+    """The first step, in the reference's order, whose output differs from the reference's: given other
+    values (its input differs), or giving other values from the same input, or never called."""
+    said = dict(axes.steps)
+    right: list[str] = []
+    for name, (given, made) in expected.items():
+        if name not in ladder.steps:
+            raised = ladder.outcomes[0].error is not None
+            return (f"the case raised before {said[name]} ({name}) returned" if raised else
+                    f"{said[name]} ({name}) is never called as a module") + _after(right) + "."
+        student_given, student_made = ladder.steps[name]
+        if not _agree(student_made, made, dtype):
+            how = (f"is given other values than the reference's ({name}'s input differs): look at what you pass to it"
+                   if not _agree(student_given, given, dtype) else
+                   f"gives other values than the reference's from the same input: look at {name} itself")
+            return f"{said[name]} ({name}) {how}" + _after(right) + "."
+        right.append(f"{said[name]} ({name})")
+    return (f"every step is right ({', '.join(right)}); what your forward does after them differs"
+            if right else None)
+
+
+def _after(right: Sequence[str]) -> str:
+    if not right:
+        return " (the first step)"
+    return f" (before it, {' and '.join(right) if len(right) < 3 else ', '.join(right)} {'is' if len(right) == 1 else 'are'} right)"
+
+
+def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
+            base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None) -> str | None:
+    """What the ladder shows, in words: where the base case is wrong and the module's steps were
+    observed, the first step that differs (from the reference's own steps where ``run_reference``,
+    the reference on the base case, calls them; else the projections' chain, ``inside_module``),
+    then the first rungs along the axes where the verdict changes."""
+    verdicts = [right(spec, outcome) for spec, outcome in zip(axes.cases(), ladder.outcomes)]
+    inside = None
+    if axes.steps and base is not None and verdicts and verdicts[0] is False:
+        expected = reference_steps(axes, run_reference) if run_reference is not None else {}
+        inside = steps_compared(axes, ladder, expected, base.dtype) if expected else inside_module(axes, ladder, base)
+    along = along_axes(axes, verdicts)
+    if inside:  # the step, then what the ladder adds (which heads, which positions)
+        return STEP_BY_STEP + inside + (f" {along}" if along else "")
+    return along

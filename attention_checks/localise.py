@@ -1,0 +1,262 @@
+"""Localising a mistake by experiment: the kernel's side (issue 59, items 1 and 2).
+
+Design
+------
+A catalogue of anticipated mistakes names only the mistakes someone listed, and its symptoms are
+shared by mistakes nobody listed. An experiment needs no catalogue: run the student's code on a
+ladder of small cases that differ from one another in one thing, and the first rung where it goes
+wrong says where the mistake lies ("right with one block of keys; wrong with two: look at the step
+that combines blocks").
+
+* **Axes, declared with the check** (``Check.axes``, an ``Axes``): a *base* case, the smallest of
+  the check (one block, one head, no mask, float64 so that no error hides under float32's
+  tolerance), and *axes*, each a ladder of ``Step``s away from the base along one thing that
+  varies (the length against the block size, the heads, the causal mask, L != S, the number of
+  cache updates, which of temperature/top-k/top-p is on, the beam's width). A step is the base
+  with a few case keys changed (never two things at once), with the words a finding says of it.
+  The cases are fixed data: the same notebook gets the same cases, outcomes and hint on every run
+  and machine (each case's inputs come from its own seed, ``core.case_seed``, on the CPU).
+* **Run in the kernel, judged outside it.** Like the declared cases, the localising cases run
+  where student code runs, and only their outcomes leave (``record``: the record's "localising"
+  entry); which ones were right, and the finding, are decided by the grader from the references it
+  computes itself (``answers.localising``), for a name that failed only. The ladder runs on the
+  CPU, after the declared cases (nothing it does changes a declared outcome), without the
+  meta-device run or the watch of forbidden calls, at most ``MOST_CASES`` tiny cases and none past
+  ``TIME_LIMIT_S``; the global random state is put back after it, and a student whose declared runs
+  kept tensors between calls (a class attribute, a global) runs none (its runs would change what
+  later cells see). Points come from the declared cases alone: a ladder never changes a score.
+* **Only for a name that failed.** A grading kernel holds no answer, so the only failure it can see
+  is a declared case that raised: then it runs the name's ladder (once per graded object). For
+  wrong values, the grader asks: ``ATTENTION_CHECKS_LOCALISE`` in the kernel's environment ("all",
+  or graded names) runs those ladders; a second pass for the names that failed is the grader's
+  to make (measured: every ladder run always costs 10 to 35% of a notebook's check time, past the
+  10% the grading throughput may lose). A correct function costs nothing more anywhere.
+* **Steps inside a module** (item 2): a module's check may name its submodules (``Axes.steps``,
+  e.g. the projections w_q, w_k, w_v and w_o); the base case then records each one's input and
+  output (``module_steps``) and the grader names the first that differs from the reference's
+  (projections, merged heads, output projection).
+* **Every finding is an observation.** What the grader says is only what the ladder showed: the
+  rung where the outputs went wrong and the one below it where they were right, and the part of
+  the computation that the axis exercises. It stands where no catalogued diagnosis survived its
+  own check (``answers.judging.verify_claims``): never in place of a verified one, never a guess.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+
+import torch
+
+from .core import describe_error, quiet
+from .record import Outcome, _decode, _encode, _encode_outcome, decode_outcome
+
+if TYPE_CHECKING:
+    from .registry import Check
+
+MOST_CASES = 16  # the ladder's cases of one name, the base included
+TIME_LIMIT_S = 2.0  # a name's ladder stops here: a bound for code that is slow even on tiny inputs
+# what a rung of one token (or position) leaves out, for the axes that go down to it
+MORE_THAN_ONE_TOKEN = "what more than one token brings: the scores between different tokens, their scale and the softmax"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One rung: the case keys it changes from the base, and what a finding calls it."""
+
+    changes: Mapping[str, Any]
+    said: str  # "two blocks of keys": "right with <the rung below>; wrong with <this>"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A ladder away from the base along one thing that varies, simplest first."""
+
+    said: str  # what the base is along this axis: "one block of keys"
+    steps: tuple[Step, ...]
+    where: str  # the part of the computation the axis exercises: "the step that combines blocks of keys"
+    # the rungs are simpler than the base (position 0 alone, where no rotation shows): then `where` is
+    # what the base exercises that they do not
+    downward: bool = False
+
+
+@dataclass(frozen=True)
+class Axes:
+    """A check's base case and the axes its inputs vary along."""
+
+    base: Mapping[str, Any]
+    axes: tuple[Axis, ...]
+    # a module's submodules whose inputs and outputs the base case records (item 2), in the order of
+    # the computation: name in the module -> what a finding calls its output (and, with "in:", its input)
+    steps: tuple[tuple[str, str], ...] = ()
+
+    def cases(self) -> list[dict[str, Any]]:
+        """The ladder's cases, the base first, then each axis's rungs in order (bounded)."""
+        found = [dict(self.base)] + [{**self.base, **step.changes} for axis in self.axes for step in axis.steps]
+        if len(found) > MOST_CASES:
+            raise ValueError(f"{len(found)} localising cases; at most {MOST_CASES}")
+        return found
+
+    def numbered(self, axis: Axis) -> Iterator[tuple[int, Step]]:
+        """An axis's rungs with their index among ``cases()``."""
+        index = 1 + sum(len(a.steps) for a in self.axes[:self.axes.index(axis)])
+        for offset, step in enumerate(axis.steps):
+            yield index + offset, step
+
+
+def ladder(base: Mapping[str, Any], *axes: Axis, steps: Sequence[tuple[str, str]] = ()) -> Axes:
+    """An Axes, checked for size when declared (a check module that declares too many fails to load)."""
+    declared = Axes(dict(base), tuple(axes), tuple(steps))
+    declared.cases()
+    return declared
+
+
+def axis(said: str, where: str, *steps: tuple[Mapping[str, Any], str], downward: bool = False) -> Axis:
+    """axis("one block of keys", "the step that combines blocks", (dict(S=8), "two blocks of keys"), ...)"""
+    return Axis(said, tuple(Step(dict(changes), words) for changes, words in steps), where, downward)
+
+
+# --------------------------------------------------------------------------
+# running the ladder (in the kernel)
+
+
+@contextlib.contextmanager
+def _random_state_kept() -> Iterator[None]:
+    """The global random generators as they were before: the notebook's later cells draw the same."""
+    torch_state, python_state = torch.random.get_rng_state(), random.getstate()
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(torch_state)
+        random.setstate(python_state)
+
+
+class StepRecorder:
+    """The input and output of a module's named submodules during one call: forward hooks on the
+    first module the call runs (the student's), each submodule's first call kept."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names, self.seen, self.handles = list(names), {}, []
+
+    def __enter__(self) -> "StepRecorder":
+        if self.names:
+            self.handles.append(torch.nn.modules.module.register_module_forward_pre_hook(self._first_module))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def _first_module(self, module: torch.nn.Module, args: Any) -> None:
+        self.handles.pop(0).remove()  # only the outermost module: the one the check built
+        for name in self.names:
+            try:
+                sub = module.get_submodule(name)
+            except AttributeError:
+                continue  # the student named it otherwise: that step is not observed
+            self.handles.append(sub.register_forward_hook(self._keeper(name)))
+
+    def _keeper(self, name: str) -> Callable:
+        def keep(_: Any, args: Any, output: Any) -> None:
+            output = output[0] if isinstance(output, (tuple, list)) and output else output  # attention: (output, weights)
+            if name not in self.seen and args and isinstance(args[0], torch.Tensor) and isinstance(output, torch.Tensor):
+                self.seen[name] = [args[0].detach().clone(), output.detach().clone()]
+        return keep
+
+
+@dataclass
+class Ladder:
+    """What the localising cases did: one outcome per case that ran, and the named submodules'
+    inputs and outputs in the base case (name -> [input, output])."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    steps: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+
+
+def run_ladder(check: "Check", student: Any) -> Ladder:
+    """The check's localising cases (none without declared axes), on the CPU; past the time limit,
+    only the ones that ran."""
+    ran = Ladder()
+    if check.axes is None or not callable(student):
+        return ran
+    started = time.monotonic()
+    with _random_state_kept():
+        for index, spec in enumerate(check.axes.cases()):
+            if time.monotonic() - started > TIME_LIMIT_S:
+                break
+            recorder = StepRecorder([name for name, _ in check.axes.steps] if index == 0 else [])
+            try:
+                inputs = check.build(spec)
+                with quiet(), recorder:
+                    ran.outcomes.append(Outcome(check.call(student, inputs, check.spec(spec))))
+            except Exception as error:  # noqa: BLE001 - student code
+                ran.outcomes.append(Outcome(error=describe_error(error)))
+            if index == 0:
+                ran.steps = recorder.seen
+    return ran
+
+
+# --------------------------------------------------------------------------
+# as data in the record (``record``'s encoding: tensors keep dtype and shape)
+
+
+def encode_ladder(ran: Ladder) -> dict:
+    return {"outcomes": [_encode_outcome(o, None) for o in ran.outcomes],
+            "steps": {str(name): [_encode(t, None) for t in pair] for name, pair in ran.steps.items()}}
+
+
+def decode_ladder(data: Any, check: "Check") -> Ladder | None:
+    """A record's ladder, or None where it is missing or malformed (then nothing is localised):
+    no more outcomes than the check has localising cases, steps only of the names it declares."""
+    if check.axes is None or not isinstance(data, dict) or not isinstance(data.get("outcomes"), list) \
+            or len(data["outcomes"]) > len(check.axes.cases()):
+        return None
+    outcomes = [decode_outcome(item)[0] for item in data["outcomes"]]
+    steps: dict[str, list[torch.Tensor]] = {}
+    declared = {name for name, _ in check.axes.steps}
+    for name, pair in (data.get("steps") or {}).items() if isinstance(data.get("steps"), dict) else ():
+        try:
+            decoded = [_decode(item) for item in pair]
+        except Exception:  # noqa: BLE001 - malformed: that step is not observed
+            continue
+        if name in declared and len(decoded) == 2 and all(isinstance(t, torch.Tensor) for t in decoded):
+            steps[name] = decoded
+    return Ladder(outcomes, steps)
+
+
+# --------------------------------------------------------------------------
+# under the autograder: which names run their ladder, once per student object
+
+
+LOCALISE_VARIABLE = "ATTENTION_CHECKS_LOCALISE"  # in a grading kernel: "all", or graded names, comma-separated
+_RECORDED: dict[str, tuple[Any, dict]] = {}  # graded name -> (the student's object, its ladder as data)
+
+
+def asked_for(name: str) -> bool:
+    """Whether the grader asked this kernel for the ladder of ``name`` (LOCALISE_VARIABLE)."""
+    asked = {item.strip() for item in os.environ.get(LOCALISE_VARIABLE, "").split(",")}
+    return "all" in asked or name in asked
+
+
+def recorded_ladder(check: "Check", student: Any, outcomes: Sequence[Outcome], kept_state: bool) -> dict | None:
+    """The ladder a grading kernel adds to a test cell's record, as data, or None.
+
+    The kernel holds no answer, so the one failure it sees is a declared case that raised (a
+    stub's NotImplementedError aside): only then, or where the grader asked for the name
+    (``asked_for``), does the ladder run, once for each graded name and student object (a name's
+    later test cells get the same record). A name whose declared cases all returned costs nothing
+    more. None without axes, or where the declared runs left tensors in state every call sees
+    (``kept_state``: a class attribute, a global): the ladder's runs would change what the
+    notebook's later cells get."""
+    if check.axes is None or kept_state or not callable(student):
+        return None
+    done = _RECORDED.get(check.name)
+    if done is not None and done[0] is student:
+        return done[1]
+    if not asked_for(check.name) and not any(o.error is not None and not o.not_implemented for o in outcomes):
+        return None
+    _RECORDED[check.name] = (student, encode_ladder(run_ladder(check, student)))
+    return _RECORDED[check.name][1]

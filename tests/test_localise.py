@@ -1,0 +1,365 @@
+"""Localising a mistake by experiment (issue 59, items 1 to 3): the ladders of small cases the
+checks declare, run where student code runs and judged outside it.
+
+In-process, no kernel: every ladder is right for the model solution; a mistake planted along an
+axis is localised to that axis (and inside a module, to the first step that differs); a correct
+function costs no reference of a ladder; the ladders are bounded in cases and time; the same
+code gets the same finding and record; a verified diagnosis keeps its hint alone; the ladder
+leaves the notebook's random state and later cells as they were; and no finding's words hold
+another corpus mistake's hint."""
+from __future__ import annotations
+
+import functools
+import json
+import random
+import time
+
+import pytest
+import torch
+
+from attention_checks import localise
+from attention_checks.answers import attention_at_scale as answers_09
+from attention_checks.answers import judging, localising
+from attention_checks.answers.judging import judge, judge_records, judged
+from attention_checks.localise import MOST_CASES, Ladder, decode_ladder, encode_ladder, run_ladder
+from attention_checks.record import MIME, Outcome, _encode_outcome
+from attention_checks.registry import load_all
+from classroom import load_corpus
+from classroom.notebook import SourceNotebook
+
+CHECKS = {check.name: check for check in load_all().values()}
+LADDERED = sorted(name for name, check in CHECKS.items() if check.axes is not None)
+
+
+@functools.cache
+def _model(assignment: str) -> dict:
+    return SourceNotebook(assignment).student()
+
+
+def _model_object(name: str):
+    check = CHECKS[name]
+    space = _model(check.assignment)
+    return space[name] if name in space else space[check.kind == "class" and "GroupedQueryAttention" or name]
+
+
+def _finding(name: str, student) -> str | None:
+    """What the grader says of a student's ladder (as judging does for a failed name)."""
+    check = CHECKS[name]
+    return judging.localised(check, run_ladder(check, student))
+
+
+# --------------------------------------------------------------------------
+# the ladders themselves
+
+
+@pytest.mark.parametrize("name", LADDERED)
+def test_every_ladder_is_right_for_the_model_solution(name):
+    check = CHECKS[name]
+    ran = run_ladder(check, _model_object(name))
+    assert len(ran.outcomes) == len(check.axes.cases()) <= MOST_CASES
+    wrong = [spec for spec, outcome in zip(check.axes.cases(), ran.outcomes)
+             if not judging.rung_right(check, spec, outcome)]
+    assert not wrong, wrong
+    assert judging.localised(check, ran) is None
+
+
+def test_every_rung_changes_one_thing_and_says_so():
+    for name in LADDERED:
+        axes = CHECKS[name].axes
+        assert len({repr(sorted(case.items())) for case in axes.cases()}) == len(axes.cases()), name
+        for axis in axes.axes:
+            assert axis.said and axis.where and all(step.said and step.changes for step in axis.steps), name
+
+
+def test_no_finding_holds_another_corpus_mistakes_hint():
+    """A finding is a hint line: it must not hold the ``# hint:`` of a corpus student of its
+    assignment (tests/test_hints.py's rule), whatever rungs it names."""
+    for assignment in sorted({CHECKS[name].assignment for name in LADDERED}):
+        hints = {e.hint.lower() for e in load_corpus(assignment, cli=True) if e.hint}
+        words = [localising.LEAD, localising.STEP_BY_STEP]
+        for name in LADDERED:
+            axes = CHECKS[name].axes
+            if CHECKS[name].assignment != assignment:
+                continue
+            for axis in axes.axes:
+                words += [localising._change(axis, axis.said, step.said, right) for step in axis.steps
+                          for right in (True, False)]
+            words.append(localising.along_axes(axes, [False] * len(axes.cases())))
+            words += [said for _, said in axes.steps]
+        clashes = {(hint, text) for text in words for hint in hints if hint in text.lower()}
+        assert not clashes, clashes
+
+
+# --------------------------------------------------------------------------
+# a planted mistake is localised to its axis
+
+
+def _flash(bug: str):
+    return lambda q, k, v, block_size, causal=False: answers_09.tiled_attention(q, k, v, block_size, causal, bug)
+
+
+def _flash_heads_mixed(q, k, v, block_size, causal=False):
+    """Every leading row reads the first row's keys (a fresh mistake: no catalogue names it)."""
+    return answers_09.tiled_attention(q, k[..., :1, :, :].expand_as(k) if k.dim() > 3 else k[:1].expand_as(k),
+                                      v, block_size, causal)
+
+
+def _flash_wide_values(q, k, v, block_size, causal=False):
+    return answers_09.tiled_attention(q, k, v[..., :q.shape[-1]], block_size, causal)
+
+
+@pytest.mark.parametrize("student, expected", [
+    (_flash("last key block skipped"), "right with two blocks of keys; wrong with a last, partial block of keys"),
+    (_flash("output not rescaled"), "right with one block of keys; wrong with two blocks of keys"),
+    (_flash("last query block skipped"), "wrong with a last, partial block of queries"),
+    (_flash("causal ignored"), "right with no mask; wrong with causal=True in one tile"),
+    (_flash("tile indices"), "right with causal=True in one tile; wrong with causal=True over 2 by 2 tiles"),
+    (_flash("bottom right"), "wrong with causal=True with L=6 < S=10"),
+    (_flash_heads_mixed, "right with one leading dim of 1; wrong with a leading dim of 3"),
+    (_flash_wide_values, "right with values as wide as keys; wrong with values of width 3"),
+    (_flash("no shift"), "wrong with two blocks of keys with scores in the hundreds"),
+])
+def test_a_flash_attention_mistake_is_localised_to_its_axis(student, expected):
+    assert expected in (_finding("flash_attention", student) or ""), _finding("flash_attention", student)
+
+
+def _rope(inverse_frequencies):
+    def rope(x, positions, base=10000.0):
+        half = x.shape[-1] // 2
+        angles = positions.to(torch.float64)[:, None] * inverse_frequencies(float(base), half)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        a, b = x[..., :half], x[..., half:]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], -1)
+    return rope
+
+
+RIGHT_ROPE = _rope(lambda base, half: base ** (-torch.arange(half, dtype=torch.float64) / half))
+
+
+@pytest.mark.parametrize("student, expected", [
+    (_rope(lambda base, half: base ** (torch.arange(half, dtype=torch.float64) / half)),
+     "right with one pair (D=2, frequency 1); wrong with two pairs of features (D=4)"),
+    (_rope(lambda base, half: base ** (-torch.arange(1, half + 1, dtype=torch.float64) / half)),
+     "right with position 0 alone (no rotation); wrong with positions 0, 1"),
+    (lambda x, positions, base=10000.0: RIGHT_ROPE(x, torch.arange(x.shape[-2]), base),
+     "right with positions 0..4; wrong with positions that start further on"),
+    (lambda x, positions, base=10000.0: RIGHT_ROPE(x, positions), "right with the default base; wrong with base=100"),
+])
+def test_a_rope_mistake_is_localised_to_its_axis(student, expected):
+    assert expected in (_finding("apply_rope", student) or ""), _finding("apply_rope", student)
+
+
+def _alibi(slope, offset=True):
+    def alibi(num_heads, L, S=None):
+        S = S or L
+        slopes = torch.tensor([slope(h, num_heads) for h in range(num_heads)], dtype=torch.float64)
+        distance = torch.arange(S)[None, :] - (torch.arange(L) + (S - L if offset else 0))[:, None]
+        return slopes[:, None, None] * distance
+    return alibi
+
+
+@pytest.mark.parametrize("student, expected", [
+    (_alibi(lambda h, H: 2 ** (-8 * H / (h + 1))), "right with one head; wrong with 2 heads"),
+    (_alibi(lambda h, H: 2 ** (-8 * (h + 1) / H), offset=False),
+     "right with 4 queries and keys; wrong with the last 2 queries of 5 positions"),
+])
+def test_an_alibi_mistake_is_localised_to_its_axis(student, expected):
+    assert expected in (_finding("alibi_bias", student) or ""), _finding("alibi_bias", student)
+
+
+class _CacheKeepingTheFirstUpdate:
+    def __init__(self):
+        self.k = self.v = None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def update(self, k, v):
+        if self.k is None:
+            self.k, self.v = k, v
+        return self.k, self.v
+
+
+def test_a_cache_mistake_is_localised_to_the_second_update():
+    assert "right with one update; wrong with a second update" in _finding("KVCache", _CacheKeepingTheFirstUpdate)
+
+
+def _gqa_with(old: str, new: str):
+    nb = SourceNotebook("09-attention-at-scale")
+    cell = next(gid for gid, source in nb.solutions.items() if "class GroupedQueryAttention" in source)
+    assert old in nb.solutions[cell]
+    return nb.student({cell: nb.solutions[cell].replace(old, new)})["GroupedQueryAttention"]
+
+
+@pytest.mark.parametrize("old, new, expected", [
+    ("v = self.w_v(x)", "v = self.w_k(x)", "the value projection (w_v) is never called"),
+    ("out.transpose(1, 2).reshape(B, T, d_model)", "out.reshape(B, T, d_model)",
+     "what w_o is given (the attention's output, its heads merged) differs from the reference's"),
+    ("return self.w_o(", "return x + self.w_o(", "your forward changes w_o's output before it returns it"),
+    # the diagonal hidden: wrong with one position too (no key left), so nothing along the axes
+    ("cols > rows", "cols >= rows", "differs from the reference's: the mistake lies before the output projection (w_o)"),
+    ("k = torch.repeat_interleave(k, group, dim=1)", "k = k.repeat(1, group, 1, 1)",
+     "right with one key/value head for 2 query heads; wrong with 4 query heads sharing 2 key/value heads"),
+])
+def test_a_modules_first_wrong_step_is_named(old, new, expected):
+    found = _finding("GroupedQueryAttention", _gqa_with(old, new)) or ""
+    assert expected in found, found
+
+
+def test_a_distribution_filter_taken_from_the_wrong_end_is_localised_to_top_k():
+    right = _model_object("next_token_distribution")
+
+    def wrong_end(logits, temperature=1.0, top_k=None, top_p=None):
+        if top_k is None:
+            return right(logits, temperature, None, top_p)
+        scaled = logits / temperature
+        kth = scaled.topk(top_k, -1, largest=False).values[..., -1:]
+        return right(scaled.masked_fill(scaled < kth, float("-inf")), 1.0, None, top_p)
+
+    assert "right with no top-k; wrong with top_k=1" in _finding("next_token_distribution", wrong_end)
+
+
+# --------------------------------------------------------------------------
+# where it runs, what it costs, and what it never changes
+
+
+def _report(name: str, student, cases, ladder: Ladder | None):
+    """The report on the declared cases, run on the CPU as a grading kernel runs them (without the
+    meta-device run: the answers' own algorithms make tensors on the CPU, a device bug there)."""
+    check = CHECKS[name]
+    outcomes = []
+    for case in cases:
+        try:
+            outcomes.append(Outcome(check.call(student, check.build(case), check.spec(case))))
+        except Exception as error:  # noqa: BLE001 - the planted mistake's
+            outcomes.append(Outcome(error=f"raised {type(error).__name__}: {error}"))
+    return judge(check, cases, outcomes, points=1, ladder=ladder)
+
+
+def test_a_correct_function_costs_no_reference_of_its_ladder(monkeypatch):
+    asked = []
+    real = judging.judged
+    monkeypatch.setattr(judging, "judged", lambda check, case, *a: asked.append(case) or real(check, case, *a))
+    garbage = Ladder([Outcome(error="anything")] * len(CHECKS["flash_attention"].axes.cases()))
+    report = _report("flash_attention", _model_object("flash_attention"), [dict()], garbage)
+    assert report.score == 1 and asked == [dict()]
+
+
+def test_a_finding_stands_only_where_no_verified_diagnosis_does():
+    cases = [dict(causal=True)]
+    catalogued = _flash("causal ignored")  # a known mistake: its own hint, and nothing else
+    ladder = run_ladder(CHECKS["flash_attention"], catalogued)
+    without, with_ladder = _report("flash_attention", catalogued, cases, None), \
+        _report("flash_attention", catalogued, cases, ladder)
+    assert with_ladder.text == without.text and localising.LEAD not in with_ladder.text
+    fresh = _flash_heads_mixed  # no catalogue names it: the finding is its hint
+    report = _report("flash_attention", fresh, [dict()], run_ladder(CHECKS["flash_attention"], fresh))
+    assert f"hint: {localising.LEAD}" in report.text, report.text
+    assert report.score == _report("flash_attention", fresh, [dict()], None).score  # hints never decide points
+
+
+def test_the_ladder_is_bounded_in_time(monkeypatch):
+    monkeypatch.setattr(localise, "TIME_LIMIT_S", 0.05)
+
+    def slow(*args, **kwargs):
+        time.sleep(0.03)
+        return RIGHT_ROPE(*args, **kwargs)
+
+    ran = run_ladder(CHECKS["apply_rope"], slow)
+    assert 1 <= len(ran.outcomes) <= 3 < len(CHECKS["apply_rope"].axes.cases())
+    assert judging.localised(CHECKS["apply_rope"], ran) is None  # right so far: the rungs not run say nothing
+
+
+def test_same_code_same_record_and_same_finding():
+    student = _flash("tile indices")
+    first, second = run_ladder(CHECKS["flash_attention"], student), run_ladder(CHECKS["flash_attention"], student)
+    assert json.dumps(encode_ladder(first)) == json.dumps(encode_ladder(second))
+    assert judging.localised(CHECKS["flash_attention"], first) == judging.localised(CHECKS["flash_attention"], second)
+
+
+def test_the_ladder_leaves_the_random_state_as_it_was():
+    def draws(logits, temperature=1.0, top_k=None, top_p=None):
+        torch.rand(3)
+        random.random()
+        return _model_object("next_token_distribution")(logits, temperature, top_k, top_p)
+
+    torch.manual_seed(0)
+    random.seed(0)
+    run_ladder(CHECKS["next_token_distribution"], draws)
+    after = torch.rand(2), random.random()
+    torch.manual_seed(0)
+    random.seed(0)
+    assert torch.equal(after[0], torch.rand(2)) and after[1] == random.random()
+
+
+def test_the_record_is_data_and_a_malformed_one_localises_nothing():
+    check = CHECKS["GroupedQueryAttention"]
+    ran = run_ladder(check, _gqa_with("return self.w_o(", "return x + self.w_o("))
+    decoded = decode_ladder(json.loads(json.dumps(encode_ladder(ran))), check)
+    assert judging.localised(check, decoded) == judging.localised(check, ran) is not None
+    assert decode_ladder(None, check) is None and decode_ladder({"outcomes": "?"}, check) is None
+    too_many = {"outcomes": [_encode_outcome(Outcome(error="x"), None)] * (len(check.axes.cases()) + 1)}
+    assert decode_ladder(too_many, check) is None
+    forged_step = dict(encode_ladder(ran), steps={"w_secret": encode_ladder(ran)["steps"]["w_o"]})
+    assert "w_secret" not in decode_ladder(forged_step, check).steps
+
+
+def test_the_grader_reads_the_ladder_from_the_record():
+    from attention_checks.probe import probe_all
+
+    check, cases = CHECKS["flash_attention"], [dict()]
+    probed = probe_all(check, _flash_heads_mixed, cases, torch.device("cpu"))
+    record = dict(check=check.name, forbidden=[], outcomes=[_encode_outcome(o, like) for o, like in
+                                                            zip(probed.outcomes, probed.likes)])
+    plain = judge_records(check, record, cases, points=1)
+    located = judge_records(check, dict(record, localising=encode_ladder(run_ladder(check, _flash_heads_mixed))),
+                            cases, points=1)
+    assert localising.LEAD not in plain.text and localising.LEAD in located.text
+    assert plain.score == located.score
+
+
+def _recorded_payloads(monkeypatch) -> list[dict]:
+    shown: list[dict] = []
+    monkeypatch.setattr("IPython.display.display", lambda data, raw: shown.append(data[MIME]))
+    return shown
+
+
+def test_a_kernel_runs_a_ladder_only_for_a_name_that_failed_or_was_asked_for(monkeypatch):
+    from attention_checks import registry
+
+    shown = _recorded_payloads(monkeypatch)
+    monkeypatch.delenv(localise.LOCALISE_VARIABLE, raising=False)
+    check = CHECKS["alibi_bias"]
+    check.run(_model_object("alibi_bias"), points=1, cases=[dict()], mode=registry.Mode.RECORD)
+    wrong_values = _alibi(lambda h, H: 2 ** (-8 * H / (h + 1)))
+    check.run(wrong_values, points=1, cases=[dict()], mode=registry.Mode.RECORD)  # the kernel cannot tell
+    crashes = lambda num_heads, L, S=None: torch.zeros(num_heads, L, S or L)[None, None, None, None, 5]  # noqa: E731
+    check.run(crashes, points=1, cases=[dict()], mode=registry.Mode.RECORD)
+    assert ["localising" in payload for payload in shown] == [False, False, True]
+    monkeypatch.setenv(localise.LOCALISE_VARIABLE, "apply_rope,alibi_bias")
+    for _ in range(2):  # once per graded object: the same record in a later cell
+        check.run(wrong_values, points=1, cases=[dict()], mode=registry.Mode.RECORD)
+    assert shown[-1]["localising"] == shown[-2]["localising"]
+    assert len(shown[-1]["localising"]["outcomes"]) == len(check.axes.cases())
+
+
+def test_a_kernel_whose_declared_runs_kept_state_runs_no_ladder(monkeypatch):
+    from attention_checks import registry
+
+    shown = _recorded_payloads(monkeypatch)
+    monkeypatch.setenv(localise.LOCALISE_VARIABLE, "all")
+
+    class Kept(_CacheKeepingTheFirstUpdate):
+        shared: list = []
+
+        def update(self, k, v):
+            Kept.shared.append(k)
+            return super().update(k, v)
+
+    CHECKS["KVCache"].run(Kept, points=1, cases=[dict()], mode=registry.Mode.RECORD)
+    assert "localising" not in shown[0] and len(Kept.shared) == 3  # the declared case's three updates only
+
+
+def test_a_name_without_a_ladder_records_none():
+    unladdered = [name for name, check in CHECKS.items() if check.axes is None]
+    assert unladdered and run_ladder(CHECKS[unladdered[0]], lambda *a, **k: None).outcomes == []
