@@ -1,0 +1,20 @@
+# Builds linear1 as (dim_feedforward -> d_model) and linear2 as (d_model -> dim_feedforward).
+# expect: partial
+# graded: FeedForward
+# locus: linear1|linear2|dim_feedforward|sizes of the linear
+# %% cell: feed_forward
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network: linear2(dropout(relu(linear1(x)))).
+
+    x: (..., d_model) -> (..., d_model)
+    """
+
+    def __init__(self, d_model, dim_feedforward, dropout=0.1):
+        super().__init__()
+        # nn.TransformerEncoderLayer's names: d_model -> dim_feedforward -> d_model
+        self.linear1, self.linear2 = nn.Linear(dim_feedforward, d_model), nn.Linear(d_model, dim_feedforward)
+        self.dropout = nn.Dropout(p=dropout)
+
+    def forward(self, x):
+        h = torch.relu(self.linear1(x))  # (..., dim_feedforward)
+        return self.linear2(self.dropout(h))  # (..., d_model)
