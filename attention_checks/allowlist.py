@@ -552,14 +552,21 @@ def _cells_of(student: object, most: int = 20) -> list[str]:
     """The source of the cell that defines ``student``, and of the cells that define the
     functions and classes its cell names, as IPython keeps them (linecache): only what a cell of
     the notebook defines (``__module__`` is ``__main__``)."""
+    import inspect
     import linecache
 
     def code_of(obj: object):
         if isinstance(obj, type):
             functions = [v for v in vars(obj).values() if hasattr(v, "__code__")]
-            return (functions[0].__code__, functions[0].__globals__) if functions else (None, None)
+            obj = functions[0] if functions else None
+        try:  # a decorated function (@torch.no_grad()): the student's own, not the library's wrapper
+            obj = inspect.unwrap(obj)
+        except ValueError:  # a cycle of __wrapped__
+            pass
         code = getattr(obj, "__code__", None)
-        return (code, getattr(obj, "__globals__", {})) if code is not None else (None, None)
+        if code is None or _library_file(code.co_filename):
+            return None, None
+        return code, getattr(obj, "__globals__", {})
 
     cells: dict[str, str] = {}
     todo = [student]
@@ -576,6 +583,20 @@ def _cells_of(student: object, most: int = 20) -> list[str]:
         todo += [namespace[n] for n in names if n in namespace and (isinstance(namespace[n], type)
                                                                    or hasattr(namespace[n], "__code__"))]
     return list(cells.values())
+
+
+def _library_file(filename: str) -> bool:
+    """Whether ``filename`` is the source of an installed library (Python's, PyTorch's wrapper of
+    a decorated function), never a notebook's cell: reading it would hold PyTorch to the allowlist."""
+    import os
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths]
+    roots += [*site.getsitepackages(), site.getusersitepackages()]
+    real = os.path.realpath(filename)
+    return any(real.startswith(os.path.realpath(root) + os.sep) for root in roots)
 
 
 def _dotted(node: ast.AST) -> str:

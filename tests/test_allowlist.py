@@ -240,3 +240,21 @@ def test_the_students_notebook_says_the_same_before_submission():
     shell.run_cell("def softmax(x, dim=-1):\n    e = (x - x.max(dim=dim, keepdim=True).values).exp()\n"
                    "    return e / e.sum(dim=dim, keepdim=True)\n")
     assert shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec is None
+
+
+def test_a_decorated_function_is_read_from_its_own_cell():
+    """@torch.no_grad() wraps the student's function in PyTorch's: the student's notebook reads the
+    student's cell behind the wrapper (and never PyTorch's source, which imports inspect), so a
+    correct decorated softmax passes and a decorated one outside the allowlist is still caught."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import torch\nfrom attention_checks.softmax_scaling import check_softmax\n")
+    shell.run_cell("@torch.no_grad()\ndef softmax(x, dim=-1):\n    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n"
+                   "    return e / e.sum(dim=dim, keepdim=True)\n")
+    assert shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec is None
+    shell.run_cell("@torch.no_grad()\ndef softmax(x, dim=-1):\n    with torch._C.DisableTorchFunction():\n"
+                   "        e = (x - x.amax(dim=dim, keepdim=True)).exp()\n"
+                   "    return e / e.sum(dim=dim, keepdim=True)\n")
+    error = shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec
+    assert "uses torch._C in `with torch._C.DisableTorchFunction():`" in str(error)
