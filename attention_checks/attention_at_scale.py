@@ -29,7 +29,7 @@ it). Such a case goes in a test cell of its own, and skips the meta-device run, 
 time.
 
 cached_decoding runs the student's GroupedQueryAttention on the chunks one after the other with a
-static cache of the course's (``GivenKVCache``, sized for the whole sequence), and returns every
+static cache of the course's (``GivenKVCache``, made for the chunks it will get), and returns every
 chunk's output, concatenated, and the keys the cache holds at the end.
 """
 
@@ -345,15 +345,18 @@ check_grouped_query_attention = declare(Check(
 
 
 class GivenKVCache:
-    """The cache the cached_decoding check hands the student's module: a *static* cache, sized
-    for ``max_positions`` when made (as a serving engine preallocates one), whose update writes
-    the new positions into place and returns views of those filled so far, (B, kv heads,
-    positions, head_dim); ``keys`` and ``values`` are None while empty. The check depends on the
-    student's module only, and a grading kernel holds no answer to KVCache, which grows with
-    every update and is made without arguments."""
+    """The cache the cached_decoding check hands the student's module: a *static* cache, made for
+    the updates it will get (``chunks``: how many positions each brings, in order; the check knows
+    them, as a serving engine knows the requests it preallocates for) and sized for all of them at
+    once, whose update writes the new positions into place and returns views of those filled so
+    far, (B, kv heads, positions, head_dim); ``keys`` and ``values`` are None while empty. An update
+    of another size than the next chunk raises: it is not a cache for updates nobody announced, so
+    it is no answer to KVCache (made without arguments, grown by any update), even given a default
+    (issue 58). The check depends on the student's module only."""
 
-    def __init__(self, max_positions: int):
-        self.max_positions, self.filled = max_positions, 0
+    def __init__(self, chunks: tuple[int, ...]):
+        self.chunks = tuple(int(t) for t in chunks)
+        self.max_positions, self.filled, self.updates = sum(self.chunks), 0, 0
         self._keys = self._values = None  # (B, kv heads, max_positions, head_dim), made at the first update
 
     def __len__(self):
@@ -368,6 +371,14 @@ class GivenKVCache:
         return None if self._values is None else self._values[..., :self.filled, :]
 
     def update(self, k, v):
+        if self.updates == len(self.chunks) or k.shape[-2] != self.chunks[self.updates]:
+            expected = ("no update" if self.updates == len(self.chunks)
+                        else f"keys (B, kv heads, {self.chunks[self.updates]}, head_dim)")
+            raise ValueError(f"the course's cache was made for updates of {', '.join(map(str, self.chunks))} "
+                             f"positions, one per call of your module; update {self.updates + 1} got keys of "
+                             f"shape {tuple(k.shape)}, expected {expected}: call cache.update once per "
+                             "forward, with the keys and values of that call's tokens")
+        self.updates += 1
         if self._keys is None:
             B, H, _, d = k.shape
             self._keys = k.new_zeros(B, H, self.max_positions, d)
@@ -381,7 +392,7 @@ class GivenKVCache:
 
 def _decoding_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
     module, x = _loaded_module(cls, inputs), inputs.args["x"]
-    cache = GivenKVCache(max_positions=sum(spec["steps"]))
+    cache = GivenKVCache(chunks=spec["steps"])
     outputs, start = [], 0
     for t in spec["steps"]:
         outputs.append(module(x[:, start:start + t], cache))  # (B, t, d_model)

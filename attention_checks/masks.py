@@ -197,9 +197,18 @@ def pad_view(kpm: torch.Tensor, dims: int) -> torch.Tensor:
 
 
 def merged_block(kpm: torch.Tensor | None, attn: torch.Tensor | None, dims: int) -> torch.Tensor | None:
-    """The merged mask, broadcastable to the scores (True = not allowed), or None."""
+    """The merged mask as scores of ``dims`` dimensions see it (True = not allowed): ``dims``
+    dimensions, ones where it does not vary, or None. The checks' helper, not merge_masks (issue
+    58): it knows the scores' rank, never a number of heads, and a mask of more dimensions than
+    the scores raises, so that a student who hands it merge_masks' arguments gets only a batch of
+    one right (an attention mask alone comes back with the rank of a number of heads)."""
     pad = None if kpm is None else pad_view(kpm, dims)
-    return attn if pad is None else pad if attn is None else pad | attn
+    block = attn if pad is None else pad if attn is None else pad | attn
+    if block is None:
+        return None
+    if block.dim() > dims:
+        raise ValueError(f"a mask of shape {tuple(block.shape)} for scores of {dims} dimensions")
+    return block.view(*[1] * (dims - block.dim()), *block.shape)
 
 
 def count_nonzero(weights: Any, block: torch.Tensor, shape: torch.Size) -> int | None:

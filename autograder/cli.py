@@ -852,6 +852,8 @@ def _publish(args) -> int:
     print(f"published {len(done.assignments)} assignments to {done.folder}")
     for assignment, cells in sorted(done.withheld.items()):
         print(f"the book's answers of {assignment}: {len(cells)} cells withheld (--reveal {assignment} publishes them)")
+    for assignment, names in sorted(done.withheld_definitions.items()):
+        print(f"the book's answers of {assignment}: {', '.join(names)} withheld (--reveal {assignment} publishes it)")
     for assignment in sorted(done.revealed):
         print(f"the book's answers of {assignment}: revealed")
     setting = release.read_setting()

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
-from coursebuild import BOOK, REPO, chargpt, reversal
+from coursebuild import BOOK, REPO, answer_cells, chargpt, reversal
 
 DATA = BOOK / "data"
 
@@ -59,6 +59,8 @@ RESULTS = [
            reversal.STEPS, reversal.build),
     Result("chargpt.pt", "chapter 10's four character language models and their experiments", chargpt.SOURCES,
            chargpt.STEPS, chargpt.build),
+    *(Result(page.file, f"the experiments of {page.page} that run its answer cells", page.sources, page.steps,
+             page.build) for page in answer_cells.PAGES),
 ]
 
 

@@ -2,7 +2,9 @@
 self-study book shows and the students' edition withholds until the deadline) define the models
 that trained the book's stored results: the same weights from the same seed, the same outputs,
 the same decodings, as coursebuild's code (coursebuild/, which trains them before the site is
-built). Their definitions are run here in-process; the pages run them in the site's build."""
+built). Those of chapters 07 and 09 compute what the page shows after them, stored by running the
+page itself (coursebuild/answer_cells.py). Their definitions are run here in-process; the pages
+run them in the site's build."""
 from __future__ import annotations
 
 import math
@@ -18,6 +20,7 @@ from coursebuild import chargpt, reversal  # puts book/ on sys.path, as the page
 
 import generation  # noqa: E402 - book/generation.py
 import learning  # noqa: E402 - book/learning.py
+import stored  # noqa: E402 - book/stored.py
 
 
 def answer_definitions(page: str, assignment: str, **names) -> dict:
@@ -89,3 +92,50 @@ def test_chapter_08s_model_loads_the_trained_weights_and_decodes_as_they_were_st
     decoded = chapter_08["greedy_decode"](page_model, src[:100], learning.START, tgt.shape[1])
     assert torch.equal(decoded, trained.generate(src[:100], learning.START, tgt.shape[1]))
     assert torch.equal(decoded, run["decoded_after"][:100])
+
+
+# Chapters 07 and 09 (issue 58): their answer cells compute what the exercises grade, so the
+# students' edition withholds them; what the page shows after them comes from book/data/, which
+# coursebuild writes by running the page itself (coursebuild/answer_cells.py).
+
+
+def test_chapter_09s_answer_cells_compute_the_online_softmax_and_tiled_attention_the_stored_results_show():
+    chapter_09 = answer_definitions("09-attention-at-scale.md", "09-attention-at-scale")
+    built = stored.load("attention-at-scale.pt")
+    for end, (m, l) in built["running"].items():
+        row = built["example_row"][:end]
+        assert [torch.equal(a, b) for a, b in zip(chapter_09["streaming_max_and_sum"](row, 4), (m, l))] == [True, True]
+        assert torch.allclose(torch.exp(row - m) / l, torch.softmax(row, -1))
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(37, 8, generator=gen, dtype=torch.float64) for _ in range(3))
+    assert torch.allclose(chapter_09["tiled_attention"](q, k, v, 5), F.scaled_dot_product_attention(q, k, v))
+    assert built["softmax_error"] < 1e-12 and built["tiled_error"] < 1e-12 and built["decoded_same"] == 1000
+    tiled, naive = built["tiled"], built["naive_beside_tiled"]
+    assert [tiled[L][0] for L in tiled] == [L * 64 * 4 for L in tiled]  # the output: linear in L
+    assert [naive[L][0] for L in naive] == [L * L * 4 for L in naive]  # the score matrix
+
+
+def test_the_stored_results_of_the_answer_cells_are_those_of_the_pages_as_they_are():
+    """Each file was computed from the page as it is now (its hash, as `coursebuild.models --check`
+    reads it): a page edited without `python -m coursebuild.models` would show stale numbers."""
+    from coursebuild import answer_cells, models
+
+    files = {page.file for page in answer_cells.PAGES}
+    assert files == {"additive-attention.pt", "attention-at-scale.pt"}
+    stale = [r.file for r in models.RESULTS if r.file in files and r.stored_key() != r.key()]
+    assert stale == [], f"run `python -m coursebuild.models`: {stale} out of date"
+
+
+def test_a_pages_stored_results_are_what_its_answer_cells_compute_as_the_page_runs(tmp_path):
+    """The later cells read them from the run, as the answer cells left them (a later cell that
+    reuses a name changes nothing stored); the book's own `stored` comes back after the run."""
+    from coursebuild.answer_cells import run_page
+
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```{code-cell} ipython3\n:tags: [answers:07-additive-attention]\n\n"
+                    "value = 6 * 7\n```\n\nProse.\n\n```{code-cell} ipython3\nimport stored\n\n"
+                    "built = stored.load('page.pt')\nshown = built['value']\n%time shown\nvalue = 0\n```\n")
+    assert run_page(page, "page.pt", ("value",)) == {"value": 42}
+    assert stored.load.__module__ == "stored" and stored.load is not None  # the book's own again
+    with pytest.raises(KeyError):
+        run_page(page, "page.pt", ())  # a value the file does not hold

@@ -186,6 +186,41 @@ class SwappingCache(GrowingCache):
         return values, keys
 
 
+class AnnouncedCache:
+    """The honest twin of a given class (the course's GivenKVCache): a static cache made for the
+    updates it will get, which refuses any other; a default for its argument makes no KVCache."""
+
+    def __init__(self, chunks):
+        self.chunks, self.k, self.v = list(chunks), None, None
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def update(self, k, v):
+        if not self.chunks or k.shape[-2] != self.chunks.pop(0):
+            raise ValueError("an update nobody announced")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+
+def merged_at_rank(kpm, attn, dims):
+    """The honest twin of a checks' helper (masks.merged_block): the padding and attention masks
+    merged as scores of `dims` dimensions see them; it knows no number of heads."""
+    pad = None if kpm is None else kpm.view(kpm.shape[0], *[1] * (dims - 2), kpm.shape[1])
+    block = attn if pad is None else pad if attn is None else pad | attn
+    if block.dim() > dims:
+        raise ValueError("a mask of more dimensions than the scores")
+    return block.view(*[1] * (dims - block.dim()), *block.shape)
+
+
+class Withheld:
+    """The honest twin of a book's decoding loop, as publish withholds it: its body raises."""
+
+    def generate(self, src, start_token, steps):
+        raise NotImplementedError("Withheld.generate is the model solution of 08-decoder")
+
+
 class Translator:
     """A book's model whose greedy decoding loop a four-line wrapper gives the check's model."""
 

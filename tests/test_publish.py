@@ -67,8 +67,12 @@ def test_no_file_of_the_distribution_holds_a_line_of_a_model_solution_or_a_hidde
         cells = publish.answer_cells(page)
         assert publish.answer_cells(dist / "book" / page.name) == [], page.name
         assert (dist / "book" / page.name).read_text().count("This cell shows the model solution of") == len(cells)
-    for assignment in ("08-decoder", "10-positions-and-generation"):
+    for assignment in ("07-additive-attention", "08-decoder", "09-attention-at-scale", "10-positions-and-generation"):
         assert re.search(rf"the book's answers of {assignment}: \d+ cells withheld", run.stdout), run.stdout
+    # and the book's modules' answers: the decoding loop of book/transformer.py (issue 58)
+    assert "the book's answers of 08-decoder: book/transformer.py: Seq2Seq.generate withheld" in run.stdout, run.stdout
+    assert "def generate(self, src, start_token, steps)" in (dist / "book" / "transformer.py").read_text()
+    assert "logits[:, -1]" not in (dist / "book" / "transformer.py").read_text()
 
 
 def test_one_planted_solution_line_fails_the_scan(published, tmp_path):
@@ -233,6 +237,7 @@ def test_the_books_answer_cells_are_withheld_until_their_assignment_is_revealed(
     shown = _answer_cells(book)
     count = Counter(a for cells in shown.values() for cell in cells for a in cell.assignments)
     assert count["08-decoder"] >= 4 and count["10-positions-and-generation"] >= 6, count
+    assert count["07-additive-attention"] >= 6 and count["09-attention-at-scale"] >= 2, count
     known = release.find_assignments(REPO / "solutions")
 
     withheld = publish.withhold_answers(book, known, frozenset({"08-decoder"}))
@@ -253,6 +258,38 @@ def test_the_books_answer_cells_are_withheld_until_their_assignment_is_revealed(
     (book / "typo.md").write_text("# A page\n\n```{code-cell} ipython3\n:tags: [answers:08-decodr]\n\nx = 1\n```\n")
     with pytest.raises(publish.PublishError, match="book/typo.md:3: answers:08-decodr"):
         publish.withhold_answers(book, known, frozenset())
+
+
+def test_a_book_modules_answer_definitions_are_withheld_until_their_assignment_is_revealed(tmp_path):
+    """book/transformer.py's greedy decoding loop (Seq2Seq.generate, what 08-decoder grades behind a
+    four-line wrapper): in the students' edition its body raises and says why, its signature and
+    docstring stay, the module still imports and its model still runs; revealed, it is published as
+    it is; a named definition that is not there stops publish."""
+    import importlib.util
+
+    import torch
+
+    known = release.find_assignments(REPO / "solutions")
+    (tmp_path / "book").mkdir()
+    shutil.copy2(REPO / "book" / "transformer.py", tmp_path / "book" / "transformer.py")
+    assert publish.withhold_definitions(tmp_path, known, frozenset({"08-decoder"})) == {}
+    assert (tmp_path / "book" / "transformer.py").read_text() == (REPO / "book" / "transformer.py").read_text()
+
+    withheld = publish.withhold_definitions(tmp_path, known, frozenset())
+    assert withheld == {"08-decoder": ["book/transformer.py: Seq2Seq.generate"]}
+    text = (tmp_path / "book" / "transformer.py").read_text()
+    assert "def generate(self, src, start_token, steps):" in text and "Greedy decoding" in text and "logits[:, -1]" not in text
+    spec = importlib.util.spec_from_file_location("withheld_transformer", tmp_path / "book" / "transformer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.Seq2Seq(13).eval()
+    src = torch.tensor([[4, 5, 6, 0]])
+    assert model(src, src).shape == (1, 4, 13)  # the model itself is published whole
+    with pytest.raises(NotImplementedError, match="Seq2Seq.generate is the model solution of 08-decoder"):
+        model.generate(src, 1, 3)
+    with pytest.raises(publish.PublishError, match="book/transformer.py: Seq2Seq.decode_greedily"):
+        publish.withhold_definitions(tmp_path, known, frozenset(),
+                                     {"book/transformer.py": {"Seq2Seq.decode_greedily": "08-decoder"}})
 
 
 def test_a_revealed_assignments_answers_are_left_out_of_both_scans():
@@ -293,7 +330,9 @@ def _page_text(page) -> str:
 
 
 def test_the_self_study_book_shows_the_answer_cells_and_the_students_edition_does_not(site, published_site):
-    for page, answer in [("08-decoder", "def greedy_decode(model, src, start_token, max_len)"),
+    for page, answer in [("07-additive-attention", "def additive_scores(q, k, w_q, w_k, v)"),
+                         ("08-decoder", "def greedy_decode(model, src, start_token, max_len)"),
+                         ("09-attention-at-scale", "def tiled_attention(q, k, v, block_size)"),
                          ("10-positions-and-generation", "class CharGPT(nn.Module)")]:
         own, students = _page_text(site / "book" / f"{page}.html"), _page_text(published_site / "book" / f"{page}.html")
         assert answer in own and "This cell shows the model solution of" not in own, page

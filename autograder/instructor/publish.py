@@ -24,7 +24,9 @@ its decoding loop, a worked implementation) carries the tag ``answers:<assignmen
 repository builds (the self-study course) shows it; in DIR it is replaced by a short note
 (``withhold_answers``) until the instructor reveals that assignment (``--reveal 08-decoder``, after
 its deadline). A revealed assignment's answers are published and are no longer secret: the scans
-then look for every other assignment's.
+then look for every other assignment's. A definition of a module of book/ that computes a graded
+answer (``ANSWER_DEFINITIONS``: the book's model's greedy decoding loop) is withheld the same way,
+its body replaced by a NotImplementedError (``withhold_definitions``).
 
 SAFE TO PUBLISH, decided per part of ``attention_checks/``:
 
@@ -53,6 +55,7 @@ graded name on the hidden cases, judged by the grader).
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import html
 import io
@@ -317,6 +320,60 @@ def withhold_answers(book: Path, known: list[str], revealed: frozenset[str]) -> 
     return withheld
 
 
+# A definition of a module of book/ that computes a graded answer (a decoding loop of the book's
+# model) is withheld the same way: its body becomes a NotImplementedError that says why, its
+# signature and docstring stay. A module carries no tag: its bytes decide the models that
+# coursebuild trains (their SOURCES), so the definitions are named here, by file and qualified name.
+ANSWER_DEFINITIONS: dict[str, dict[str, str]] = {"book/transformer.py": {"Seq2Seq.generate": "08-decoder"}}
+WITHHELD_BODY = ('raise NotImplementedError("{name} is the model solution of {assignment}: it appears after the '
+                 'assignment\'s deadline")')
+
+
+def _definition(tree: ast.Module, qualified: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function or method ``qualified`` ("Class.method" or "function") of a module, or None."""
+    scope: list[ast.stmt] = tree.body
+    *classes, name = qualified.split(".")
+    for cls in classes:
+        scope = next((node.body for node in scope if isinstance(node, ast.ClassDef) and node.name == cls), [])
+    return next((node for node in scope if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.name == name), None)
+
+
+def answer_definitions(root: Path, known: list[str], named: dict[str, dict[str, str]] = ANSWER_DEFINITIONS
+                       ) -> dict[str, list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str, str]]]:
+    """file -> (its definition, its qualified name, the assignment) of every definition in ``named``
+    (file under ``root`` -> qualified name -> assignment). A name that is not there, or an
+    assignment that does not exist, stops publish: the definition would be published by mistake."""
+    found, wrong = {}, []
+    for file, names in named.items():
+        tree = ast.parse((root / file).read_text(encoding="utf-8"))
+        found[file] = [(_definition(tree, name), name, assignment) for name, assignment in names.items()]
+        wrong += [f"{file}: {name} ({assignment})" for node, name, assignment in found[file]
+                  if node is None or assignment not in known]
+    if wrong:
+        raise PublishError("definitions to withhold that are not there, or of no assignment (known: "
+                           + ", ".join(known) + "):\n" + "\n".join(wrong))
+    return found
+
+
+def withhold_definitions(root: Path, known: list[str], revealed: frozenset[str],
+                         named: dict[str, dict[str, str]] = ANSWER_DEFINITIONS) -> dict[str, list[str]]:
+    """Replace the body of every definition in ``named`` under ``root`` by a NotImplementedError,
+    except a revealed assignment's; returns them, as "file: name", by assignment."""
+    withheld: dict[str, list[str]] = {}
+    for file, definitions in answer_definitions(root, known, named).items():
+        lines = (root / file).read_text(encoding="utf-8").split("\n")
+        hidden = [d for d in definitions if d[2] not in revealed]
+        for node, name, assignment in sorted(hidden, key=lambda d: -d[0].lineno):  # from the end: lines stay put
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            start = body[0].lineno if body else node.end_lineno + 1
+            lines[start - 1:node.end_lineno] = [" " * (node.col_offset + 4)
+                                                + WITHHELD_BODY.format(name=name, assignment=assignment)]
+            withheld.setdefault(assignment, []).append(f"{file}: {name}")
+        (root / file).write_text("\n".join(lines), encoding="utf-8")
+    return withheld
+
+
 # --------------------------------------------------------------------------------------------
 # writing the distribution
 
@@ -389,6 +446,7 @@ class Published:
     functional: FunctionalReport
     revealed: frozenset[str] = frozenset()
     withheld: dict[str, list[AnswerCell]] = field(default_factory=dict)  # the book's answer cells left out
+    withheld_definitions: dict[str, list[str]] = field(default_factory=dict)  # of the book's modules, "file: name"
 
     @property
     def leaks(self) -> bool:
@@ -410,6 +468,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
         raise PublishError(f"--reveal {', '.join(unknown)}: no such assignment (known: {', '.join(known)})")
     revealed = frozenset(reveal)
     book_answer_cells(REPO_ROOT / "book", known)  # every tag names an assignment
+    answer_definitions(REPO_ROOT, known)  # every named definition is there, of an assignment
     # The functional scan runs last, in bubblewrap: where it cannot run, say so before building anything.
     problem = sandbox_problem()
     if problem:
@@ -427,6 +486,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
             shutil.copy2(source, target)
     (dest / "_config.yml").write_text(_student_config(setting), encoding="utf-8")
     withheld = withhold_answers(dest / "book", known, revealed)
+    withheld_definitions = withhold_definitions(dest, known, revealed)
     assignments = release.generate(source_dir, dest / "exercises", write_install=False)
     release.write_visible_answers(dest / "exercises", dest / VISIBLE, assignments)
     values["assignments"] = ", ".join(f"`{a}`" for a in assignments)
@@ -449,7 +509,7 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
         functional = functional_scan(dest, source_dir, revealed=revealed)
     except (RuntimeError, subprocess.TimeoutExpired) as err:  # the scan stopped: not proven clean
         raise PublishError(f"the functional scan could not run, so the distribution is not proven clean: {err}") from None
-    return Published(dest, assignments, wheel, digest, report, functional, revealed, withheld)
+    return Published(dest, assignments, wheel, digest, report, functional, revealed, withheld, withheld_definitions)
 
 
 def build_site(dist: Path) -> Path:
