@@ -190,7 +190,8 @@ def totals(found: list[Verdict]) -> dict[str, dict[str, int]]:
             row[v.kind] += 1
             row["+wrong"] += v.kind == "NAMED" and bool(v.wrong_hints)
             row["full points"] += v.points >= v.max_points
-    return {key: {k: row[k] for k in ("mistakes", *CLASSES, "+wrong", "full points")} for key, row in rows.items()}
+    order = sorted(rows, key=lambda key: key == "all")  # the assignments as graded, then "all"
+    return {key: {k: rows[key][k] for k in ("mistakes", *CLASSES, "+wrong", "full points")} for key in order}
 
 
 def share(part: int, whole: int) -> str:
@@ -217,11 +218,14 @@ def print_report(found: list[Verdict], table: dict[str, dict[str, int]]) -> None
             print(f"wrong hint: {v.assignment}/{v.name} ({v.kind}): {line[:300]}")
 
 
-def describe_grader(revision: str | None) -> str:
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def describe_grader(commit: str | None) -> str:
     """The commit whose grader graded, or the working tree's (on which commit, with what edits)."""
-    git = lambda *args: subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    if revision:
-        return git("rev-parse", "--short", revision)
+    if commit:
+        return commit
     edited = git("status", "--porcelain", "--untracked-files=no", "--", *GRADER)
     return f"working tree on {git('rev-parse', '--short', 'HEAD')}" + (" with uncommitted edits" if edited else "")
 
@@ -238,18 +242,20 @@ def main() -> None:
     args = parser.parse_args()
     assignments = args.assignments or [a for a in find_assignments(SOLUTIONS_DIR) if (FRESH / a).is_dir()]
     corpus = fresh_corpus(assignments)
+    commit = git("rev-parse", "--short", args.grader) if args.grader else None  # HEAD may move while grading
+    described = describe_grader(commit)
     with tempfile.TemporaryDirectory() as tmp:
-        grader = unpack_grader(args.grader, Path(tmp)) if args.grader else REPO
+        grader = unpack_grader(commit, Path(tmp)) if commit else REPO
         results = Results.read(args.results) if args.results else graded(assignments, args.jobs, args.out, grader)
         found = verdicts(corpus, results, catalogues(grader, assignments))
     table = totals(found)
     if args.json:
-        json.dump(dict(grader=describe_grader(args.grader), totals=table, mistakes=[asdict(v) for v in found]),
+        json.dump(dict(grader=described, totals=table, mistakes=[asdict(v) for v in found]),
                   sys.stdout, indent=1, ensure_ascii=False)
         print()
     else:
         print_report(found, table)
-        print(f"grader: {describe_grader(args.grader)}")
+        print(f"grader: {described}")
     for name in args.show:
         for (assignment, student), _ in corpus.items():
             if student == name:
