@@ -115,8 +115,9 @@ NAME_READERS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 # the cell magics and line magics a student's cell may use (IPython turns them into calls of
 # get_ipython(); the Python that %time, %%time, %timeit, %%capture run is read as any cell's)
-MAGICS = frozenset({"time", "timeit", "capture", "matplotlib", "pip"})
-PYTHON_MAGICS = frozenset({"time", "timeit"})  # line magics whose argument is Python
+MAGICS = frozenset({"time", "timeit", "capture", "matplotlib", "pip", "pinfo", "pinfo2"})
+# line magics whose argument is Python (name? and name?? are %pinfo and %pinfo2 of an expression)
+PYTHON_MAGICS = frozenset({"time", "timeit", "pinfo", "pinfo2"})
 # How a use outside the allowlist is named among a check's findings, and what the message offers instead
 OUTSIDE = "outside the allowlist: "
 ALLOWED_INSTEAD = ("graded code may use Python's builtins (no exec, eval, open, globals, vars, ...), torch, torch.nn, "
@@ -179,7 +180,8 @@ def computed_names() -> dict:
     modules = {m: sorted(_public(importlib.import_module(m))) for m, allowed in IMPORTABLE.items() if allowed == "*"}
     names: set[str] = set()
     classes: list[type] = [list, dict, tuple, set, frozenset, str, bytes, int, float, complex, bool, range, slice,
-                           object, BaseException, functools.partial, torch.finfo, torch.iinfo]
+                           object, BaseException, functools.partial, type(functools.lru_cache(print)),
+                           torch.finfo, torch.iinfo]
     for module, allowed in IMPORTABLE.items():
         for name in (modules[module] if allowed == "*" else allowed):
             names.add(name)
@@ -449,6 +451,15 @@ class Reader:
             return None  # super().__init__()
         if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "get_ipython":
             return None  # said once, at get_ipython (_magic)
+        if node.attr in READ_ONLY_DUNDERS and isinstance(node.ctx, ast.Load):
+            return None  # a name or a docstring, as text: type(x).__name__ in an error message
+        call = self.parents.get(id(node))
+        called = isinstance(call, ast.Call) and call.func is node
+        if called and node.attr == "__init__" and call.args and isinstance(call.args[0], ast.Name) \
+                and call.args[0].id == "self":
+            return None  # nn.Module.__init__(self), as super().__init__() says it
+        if called and node.attr == "modules" and not (call.args or call.keywords) and self._module(base) is None:
+            return None  # a module's submodules (model.modules()); never a namespace's sys.modules
         return self._attribute_name(node.attr, base)
 
     def _attribute_name(self, attr: str, base: ast.AST) -> str | None:

@@ -47,6 +47,9 @@ ROUTES = [
     ("a module's __dict__", "f = F.__dict__['relu']", "f = F.relu"),
     ("a frame's globals", "g = (i for i in [1])\nf = g.gi_frame.f_globals", "g = (i for i in [1])\nf = next(g)"),
     ("an object's class", "t = x.__class__", "t = type(x)"),
+    ("a class's __init__ as a value", "f = torch.Tensor.__init__", "nn.Module.__init__(self)"),
+    ("every module by name, read as a method", "m = sys.modules.get('torch')", "m = list(self.modules())"),
+    ("a module's submodules kept as a value", "f = self.modules", "n = len(list(self.modules()))"),
     ("a file on a RAM disk", "open('/dev/shm/scores', 'wb').write(b'')", "print('scores', file=sys.stderr)"),
     ("numpy's files", "np.save('/dev/shm/s.npy', x.numpy())", "y = np.exp(x.numpy())"),
     ("a tensor written to a file", "x.numpy().tofile('/dev/shm/s')", "y = x.numpy().sum()"),
@@ -85,6 +88,7 @@ def test_each_route_is_outside_and_its_honest_twin_inside(route, hostile, honest
     "%time eval('1 + 1')\n",
     "%run helper.py\n",
     "!rm -rf /tmp/x\n",
+    "torch._C?\n",
     "import sys\nsys.settrace(None)\n",
 ])
 def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
@@ -100,6 +104,8 @@ def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
     "print(torch.softmax(x, -1))\nhelp(f)\nprint(f.__doc__)\n",
     "import attention_checks\nhelp(attention_checks)\n",
     "%matplotlib inline\n",
+    "f?\ntorch.softmax??\n",
+    "print(sum(1 for m in model.modules() if isinstance(m, nn.Linear)))\n",
 ])
 def test_a_scratch_cell_may_plot_time_and_read_documentation(scratch):
     assert outside("def f(x):\n    return x\n", scratch) == []
@@ -144,6 +150,15 @@ ORDINARY = {
                                     "        warnings.simplefilter('ignore')\n        losses = [step() for _ in trange(n)]\n"
                                     "    return losses, time.perf_counter() - start",
     "statistics and randomness": "import random, statistics\ndef f(xs):\n    return statistics.mean(xs) + random.random() * 0",
+    "an error that names a type": "def f(x):\n    if not torch.is_tensor(x):\n"
+                                  "        raise TypeError(f'expected a tensor, got {type(x).__name__}')\n    return x",
+    "an old-style base init, weights set per submodule": "class M(nn.Module):\n    def __init__(self, d):\n"
+                                                         "        nn.Module.__init__(self)\n        self.proj = nn.Linear(d, d)\n"
+                                                         "        for m in self.modules():\n"
+                                                         "            if isinstance(m, nn.Linear):\n"
+                                                         "                nn.init.zeros_(m.bias)",
+    "a cached helper": "from functools import lru_cache\n@lru_cache(maxsize=None)\ndef table(n):\n    return n\n"
+                       "def f(x):\n    table.cache_clear()\n    return x",
 }
 
 
