@@ -252,7 +252,9 @@ def _torch_private_names() -> frozenset[str]:
 
 
 def _is_torch_private(name: str) -> bool:
-    return name in _torch_private_names() or name.startswith("__")
+    """PyTorch's private names and Python's dunders (__class__, __dict__): never the student's.
+    A name the student mangles (self.__keys, no trailing __) is theirs."""
+    return name in _torch_private_names() or (name.startswith("__") and name.endswith("__"))
 
 
 class Bindings:

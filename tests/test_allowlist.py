@@ -128,6 +128,11 @@ def test_the_students_own_names_and_modules_attributes_are_inside():
             return getattr(self, f"norm{0}")(y).max(dim=-1).values
     """
     assert outside(code) == []
+    # a private name the student mangles is theirs; a dunder the student assigns is not
+    mangled = "class Cache:\n    def __init__(self):\n        self.__keys = None\n\n    def __len__(self):\n" \
+              "        return 0 if self.__keys is None else self.__keys.shape[-2]\n"
+    assert outside(mangled) == []
+    assert outside("def f(x, m):\n    m.__dict__ = {}\n    return m.__dict__\n")
     # the same names on PyTorch's own objects are not the student's
     assert set(outside("def f(m):\n    return m._parameters\n")) == {"m._parameters"}
     assert outside("def f(self):\n    self = torch\n    return getattr(self, 'soft' + 'max')\n")
