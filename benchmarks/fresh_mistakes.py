@@ -137,16 +137,26 @@ def unpack_grader(revision: str, dest: Path) -> Path:
     return dest
 
 
-def catalogues(grader: Path, assignments: list[str]) -> dict[str, set[str]]:
+def catalogues(grader: Path, assignments: list[str], kept: Path | None, described: str) -> dict[str, set[str]]:
     """assignment -> every hint of its catalogued mistakes (classroom.hints.mistake_hints), as the
-    answers in ``grader`` give them (its attention_checks comes first on the path)."""
+    answers in ``grader`` give them (its attention_checks comes first on the path). ``kept``: a
+    results folder, where they are kept beside the grades for the same grader's next tally (they
+    take minutes to list)."""
+    saved = kept / "fresh_catalogue.json" if kept else None
+    if saved and saved.exists():
+        data = json.loads(saved.read_text())
+        if data["grader"] == described and set(assignments) <= set(data["catalogue"]):
+            return {a: set(data["catalogue"][a]) for a in assignments}
     code = ("import json, sys; from classroom.hints import mistake_hints; "
             "print(json.dumps({a: sorted(mistake_hints(a)) for a in sys.argv[1:]}))")
     process = subprocess.run([sys.executable, "-c", code, *assignments], cwd=grader, capture_output=True, text=True,
                              env=dict(os.environ, PYTHONPATH=str(REPO)))
     if process.returncode != 0:
         sys.exit(f"listing the catalogued mistakes failed:\n{process.stderr}")
-    return {a: set(hints) for a, hints in json.loads(process.stdout.splitlines()[-1]).items()}
+    listed = json.loads(process.stdout.splitlines()[-1])
+    if saved and "working tree" not in described:  # the working tree's answers may change meanwhile
+        saved.write_text(json.dumps(dict(grader=described, catalogue=listed)))
+    return {a: set(hints) for a, hints in listed.items()}
 
 
 def graded(assignments: list[str], jobs: int, out_dir: Path | None, grader: Path) -> Results:
@@ -247,7 +257,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         grader = unpack_grader(commit, Path(tmp)) if commit else REPO
         results = Results.read(args.results) if args.results else graded(assignments, args.jobs, args.out, grader)
-        found = verdicts(corpus, results, catalogues(grader, assignments))
+        found = verdicts(corpus, results, catalogues(grader, assignments, args.out or args.results, described))
     table = totals(found)
     if args.json:
         json.dump(dict(grader=described, totals=table, mistakes=[asdict(v) for v in found]),
