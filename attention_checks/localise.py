@@ -31,10 +31,12 @@ that combines blocks").
   or graded names) runs those ladders; a second pass for the names that failed is the grader's
   to make (measured: every ladder run always costs 10 to 35% of a notebook's check time, past the
   10% the grading throughput may lose). A correct function costs nothing more anywhere.
-* **Steps inside a module** (item 2): a module's check may name its submodules (``Axes.steps``,
-  e.g. the projections w_q, w_k, w_v and w_o); the base case then records each one's input and
-  output (``module_steps``) and the grader names the first that differs from the reference's
-  (projections, merged heads, output projection).
+* **Steps inside a module** (item 2): a module's check may name its submodules (``Axes.steps``:
+  self_attn, linear1, ... of an encoder layer; the projections w_q, w_k, w_v and w_o); the base
+  case records each one's first input and output with forward hooks (``StepRecorder``), and the
+  grader names the first, in the reference's order, whose output differs from the reference's own
+  (recorded the same way where the reference is a PyTorch module of the same names; else, for a
+  chain of projections, the merged heads are solved from the reference's output through w_o).
 * **Every finding is an observation.** What the grader says is only what the ladder showed: the
   rung where the outputs went wrong and the one below it where they were right, and the part of
   the computation that the axis exercises. It stands where no catalogued diagnosis survived its
@@ -58,7 +60,8 @@ if TYPE_CHECKING:
     from .registry import Check
 
 MOST_CASES = 16  # the ladder's cases of one name, the base included
-TIME_LIMIT_S = 2.0  # a name's ladder stops here: a bound for code that is slow even on tiny inputs
+TIME_LIMIT_S = 10.0  # a name's ladder stops here: a bound for code that is slow even on tiny inputs (a loaded
+# machine takes a few seconds for the largest ladders, 08's Transformer: a finding must not depend on the load)
 # what a rung of one token (or position) leaves out, for the axes that go down to it
 MORE_THAN_ONE_TOKEN = "what more than one token brings: the scores between different tokens, their scale and the softmax"
 

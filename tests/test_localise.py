@@ -53,7 +53,8 @@ def _finding(name: str, student) -> str | None:
 
 
 @pytest.mark.parametrize("name", LADDERED)
-def test_every_ladder_is_right_for_the_model_solution(name):
+def test_every_ladder_is_right_for_the_model_solution(name, monkeypatch):
+    monkeypatch.setattr(localise, "TIME_LIMIT_S", float("inf"))  # every rung, however loaded the machine
     check = CHECKS[name]
     ran = run_ladder(check, _model_object(name))
     assert len(ran.outcomes) == len(check.axes.cases()) <= MOST_CASES
@@ -363,3 +364,16 @@ def test_a_kernel_whose_declared_runs_kept_state_runs_no_ladder(monkeypatch):
 def test_a_name_without_a_ladder_records_none():
     unladdered = [name for name, check in CHECKS.items() if check.axes is None]
     assert unladdered and run_ladder(CHECKS[unladdered[0]], lambda *a, **k: None).outcomes == []
+
+
+def test_a_localising_case_refutes_a_catalogued_diagnosis_it_contradicts():
+    """Issue 59's example: RoPE frequencies indexed from one were said to ignore the positions; at
+    positions 0, 1 (the ladder's base) ignoring them is right, and this code is wrong there."""
+    from_one = _rope(lambda base, half: base ** (-torch.arange(1, half + 1, dtype=torch.float64) / half))
+    ignores = "You rotate by 0, 1, ..., L-1 whatever the positions"
+    cases = SourceNotebook("10-positions-and-generation").cases("test_apply_rope_hidden")  # (B=1, L=1, D=2) among them
+    check = CHECKS["apply_rope"]
+    assert ignores in _report("apply_rope", from_one, cases, None).text
+    assert judging.refuted_by_ladder(check, None) == set()
+    located = _report("apply_rope", from_one, cases, run_ladder(check, from_one)).text
+    assert ignores not in located and localising.LEAD in located, located

@@ -729,14 +729,16 @@ def first_difference(name: str, got: Any, expected: Any, dtype: torch.dtype, quo
 
 
 def verify_claims(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult],
-                  quoting: Quoting = AS_IS) -> None:
-    """Withdraw every diagnosis that a failing case contradicts (``refuted_mistakes``, a constant
-    factor that not every failing case fits); a case left without a hint says instead where its
-    outputs first differ (the case's inputs are on its own line)."""
+                  quoting: Quoting = AS_IS, ladder: Ladder | None = None) -> None:
+    """Withdraw every diagnosis that a failing case contradicts (``refuted_mistakes``, and the same on
+    the check's localising cases, ``refuted_by_ladder``; a constant factor that not every failing
+    case fits); a case left without a hint says instead where its outputs first differ (the case's
+    inputs are on its own line)."""
     claims = [h for r in results for h in r.hints if isinstance(h, Claim)]
     if not claims:
         return
-    refuted = refuted_mistakes(check, built, results) if any(c.mistakes for c in claims) else set()
+    refuted = refuted_mistakes(check, built, results) | refuted_by_ladder(check, ladder) \
+        if any(c.mistakes for c in claims) else set()
     factor = common_factor(built, results) if any(c.factor is not None for c in claims) else None
     for case, result in zip(built, results):
         kept = []
@@ -778,6 +780,26 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
     with quiet():
         return finding(check.axes, ladder, functools.partial(rung_right, check),
                        judged(check, check.axes.cases()[0], REFERENCES))
+
+
+def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
+    """The known mistakes (by hint) that a localising case refutes as ``refuted_mistakes`` does on the
+    declared ones: the student's code was wrong there, and the mistake gives the reference's outputs
+    (a RoPE whose frequencies start at index one is wrong at positions 0 and 1, where rotating by
+    0, 1, ..., L-1 whatever the positions would be right)."""
+    if ladder is None or check.axes is None or default_source(check) is not REFERENCES:
+        return set()
+    refuted: set[str] = set()
+    for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
+        if rung_right(check, spec, outcome):
+            continue
+        case = judged(check, spec, REFERENCES)
+        for mistake in REFERENCES.mistakes(check, case):
+            outputs = {name: out for name, out in mistake.outputs.items() if out is not None}
+            if mistake.fits is None and outputs and all(
+                    close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items()):
+                refuted.update(named_mistakes(mistake.hint))
+    return refuted
 
 
 def add_finding(results: Sequence[CaseResult], found: str | None) -> None:
@@ -852,7 +874,7 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
     if devices is None:
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
     results = [judge_case(check, o, b, d, quoting, not_run) for o, b, d in zip(outcomes, built, devices)]
-    verify_claims(check, built, results, quoting)
+    verify_claims(check, built, results, quoting, ladder)
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction < 1:
         add_finding(results, localised(check, ladder))

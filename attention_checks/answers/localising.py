@@ -77,7 +77,10 @@ def along_axes(axes: Axes, right: Sequence[bool | None]) -> str | None:
         return LEAD + "; and ".join(found[:MOST_FINDINGS]) + (f"; and along {more} more axis(es)" if more > 0 else "") + "."
     known = [r for r in right if r is not None]
     if len(known) > 1 and not any(known):
-        return LEAD + "wrong in every one, the smallest included: the mistake is in what every case does, not in what they vary."
+        simplest = [step.said for axis in axes.axes if axis.downward for step in axis.steps]
+        even = f" ({', '.join(simplest)})" if simplest else ""
+        return (LEAD + f"wrong in every one, the simplest included{even}: the mistake is in what every case does, "
+                "not in what they vary.")
     return None
 
 
