@@ -247,7 +247,7 @@ def test_the_books_answer_cells_are_withheld_until_their_assignment_is_revealed(
     assert left["10-positions-and-generation.md"] == []
     page = (book / "10-positions-and-generation.md").read_text()
     assert page.count("This cell shows the model solution of `10-positions-and-generation`") == \
-        count["10-positions-and-generation"]
+        len(shown["10-positions-and-generation.md"])  # another page may hold answers of 10 too
     assert "class CharGPT" not in page and "def beam_search" not in page and "def apply_rope" not in page
     cells = read_myst_markdown_notebook(page).cells
     assert [c for c in cells if c.cell_type == "code"] and not [
