@@ -592,7 +592,12 @@ def _cells_of(student: object, most: int = 20) -> list[str]:
         if not source:
             continue
         cells[code.co_filename] = source
-        names = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+        tree = ast.parse(source)
+        # the globals the cell reads: a local of the same name as another cell's function
+        # (cross_attention in a forward, beside the course's plotting function) is not that function
+        bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        bound |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
         todo += [namespace[n] for n in names if n in namespace and (isinstance(namespace[n], type)
                                                                    or hasattr(namespace[n], "__code__"))]
     return list(cells.values())

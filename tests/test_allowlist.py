@@ -278,3 +278,21 @@ def test_a_decorated_function_is_read_from_its_own_cell():
                    "    return e / e.sum(dim=dim, keepdim=True)\n")
     error = shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec
     assert "uses torch._C in `with torch._C.DisableTorchFunction():`" in str(error)
+
+
+def test_a_local_named_like_another_cells_function_is_not_that_function():
+    """In the student's own notebook, a graded function's local variable that has the name of a
+    function another cell defines (the course's plotting helper, which imports matplotlib) does
+    not bring that cell in; a helper the function calls does."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import torch\nfrom attention_checks.softmax_scaling import check_softmax\n")
+    shell.run_cell("import matplotlib.pyplot as plt\n\ndef shifted(x):\n    plt.plot(x)\n")
+    shell.run_cell("def softmax(x, dim=-1):\n    shifted = (x - x.amax(dim=dim, keepdim=True)).exp()\n"
+                   "    return shifted / shifted.sum(dim=dim, keepdim=True)\n")
+    assert shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec is None
+    shell.run_cell("def softmax(x, dim=-1):\n    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n    shifted(e)\n"
+                   "    return e / e.sum(dim=dim, keepdim=True)\n")
+    error = shell.run_cell("check_softmax(softmax, points=2, cases=[dict()])\n").error_in_exec
+    assert "uses import matplotlib.pyplot" in str(error)
