@@ -1,6 +1,6 @@
-# Adds the self-attention's output to tgt in place (tgt += ...), which autograd needs unchanged.
+# Adds the self-attention's output to tgt in place (tgt += ...): the caller's tgt changes.
 # expect: partial
-# graded: training
+# graded: DecoderLayer
 # locus: in place|in-place|inplace
 # %% cell: decoder_layer
 class DecoderLayer(nn.Module):
