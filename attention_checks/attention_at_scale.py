@@ -209,7 +209,7 @@ def _flash_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
 # the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
 FLASH_AXES = ladder(
     dict(batch=(1,), L=4, S=4, E=2, block_size=4, dtype="float64"),
-    axis("one block of keys", "the step that combines blocks of keys (the running maximum, sum and output)",
+    axis("one block of keys", "the step that combines blocks of keys (the running maximum, sum and output, rescaled when the maximum changes)",
          (dict(S=8), "two blocks of keys"), (dict(S=10), "a last, partial block of keys")),
     axis("one block of queries", "how blocks of queries are taken and written to the output",
          (dict(L=8), "two blocks of queries"), (dict(L=10), "a last, partial block of queries")),
@@ -324,7 +324,7 @@ GQA_STEPS = (("w_q", "the query projection"), ("w_k", "the key projection"), ("w
              ("w_o", "the output projection"))
 GQA_AXES = ladder(
     dict(batch=1, L=3, d_model=4, num_heads=2, num_kv_heads=2, dtype="float64"),
-    axis("as many key/value heads as query heads", "which key/value head each query head reads",
+    axis("as many key/value heads as query heads", "which key/value head each query head reads (head h reads h // (num_heads // num_kv_heads))",
          (dict(num_kv_heads=1), "one key/value head for 2 query heads"),
          (dict(d_model=8, num_heads=4), "4 query heads sharing 2 key/value heads")),
     axis("2 heads", "how the heads are split and merged", (dict(num_heads=1, num_kv_heads=1), "one head"), downward=True),
@@ -403,7 +403,7 @@ def _decoding_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
 # the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
 DECODING_AXES = ladder(
     dict(batch=1, d_model=4, num_heads=2, num_kv_heads=1, steps=(2,), dtype="float64"),
-    axis("one chunk", "how a chunk attends to the positions already cached", (dict(steps=(2, 1)), "a second chunk of one token"),
+    axis("one chunk", "how a chunk attends to the positions already cached (its queries' positions start at the cached length)", (dict(steps=(2, 1)), "a second chunk of one token"),
          (dict(steps=(2, 1, 2)), "a third chunk of 2 tokens")),
     axis("a chunk of 2 tokens", "the causal mask within a chunk", (dict(steps=(1,)), "a chunk of one token"), downward=True),
     axis("one key/value head", "which key/value heads are cached and read",

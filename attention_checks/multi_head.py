@@ -89,7 +89,7 @@ def _split_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
 SPLIT_AXES = ladder(
     dict(batch=1, L=2, E=4, H=2, dtype="float64"),
     axis("2 heads", "how the features are cut into heads", (dict(H=1), "one head"), downward=True),
-    axis("2 heads", "how the features are cut into heads (consecutive blocks of E/H)", (dict(E=8, H=4), "4 heads")),
+    axis("2 heads", "how the features are cut into heads: consecutive blocks of E/H, then (B, H, L, E/H)", (dict(E=8, H=4), "4 heads")),
     axis("2 positions", "where the positions go (after the heads)", (dict(L=3), "3 positions")),
     axis("a batch of one", "how the batch is kept apart", (dict(batch=2), "a batch of 2")),
 )
@@ -111,7 +111,7 @@ def _merge_inputs(c: dict[str, Any], gen: torch.Generator) -> Inputs:
 MERGE_AXES = ladder(
     dict(batch=1, H=2, L=2, head_dim=2, dtype="float64"),
     axis("2 heads", "how the heads are put side by side", (dict(H=1), "one head"), downward=True),
-    axis("2 heads", "how the heads are put side by side (head h at features h*head_dim...)", (dict(H=3), "3 heads")),
+    axis("2 heads", "how the heads are put side by side: transpose to (B, L, H, head_dim), then merge the last two", (dict(H=3), "3 heads")),
     axis("2 positions", "where the positions go (before the features)", (dict(L=3), "3 positions")),
     axis("a batch of one", "how the batch is kept apart", (dict(batch=2), "a batch of 2")),
 )

@@ -90,11 +90,11 @@ def _rope_call(fn: Any, x: Inputs, c: Spec) -> Any:
 # the ladder of small cases that localises a mistake by experiment (attention_checks.localise)
 ROPE_AXES = ladder(
     dict(B=1, L=2, D=4, dtype="float64"),
-    axis("two pairs of features (D=4)", "the frequencies, one per pair of features (i and i + D/2)",
+    axis("two pairs of features (D=4)", "the frequencies base^(-2i/D) from index i = 0, one per pair of features (i and i + D/2)",
          (dict(D=2), "one pair (D=2, frequency 1)"), downward=True),
-    axis("positions 0, 1", "the rotation itself: each position's angle (position times frequency), its cos and sin",
+    axis("positions 0, 1", "the rotation itself: the angle table (positions × frequencies), its cos and sin, and which half each multiplies",
          (dict(L=1), "position 0 alone (no rotation)"), downward=True),
-    axis("two pairs of features (D=4)", "the frequencies, one per pair of features (i and i + D/2)",
+    axis("two pairs of features (D=4)", "the frequencies base^(-2i/D) from index i = 0, one per pair of features (i and i + D/2)",
          (dict(D=8), "four pairs (D=8)")),
     axis("positions 0, 1", "the positions you are given, and how each turns into an angle",
          (dict(L=5), "positions 0..4"), (dict(L=5, positions="offset"), "positions that start further on"),
@@ -134,7 +134,7 @@ ALIBI_AXES = ladder(
          (dict(L=1), "one query and one key"), downward=True),
     axis("2 queries and keys", "the distances (key position minus query position)",
          (dict(L=4), "4 queries and keys"), (dict(L=2, S=5), "the last 2 queries of 5 positions")),
-    axis("one head", "the slopes, one per head (2^(-8h/H) for h = 1..H)", (dict(num_heads=2), "2 heads"),
+    axis("one head", "the slopes, one per head: powers of 2, 2^(-8h/H) for head h = 1..H, each over its own (L, S)", (dict(num_heads=2), "2 heads"),
          (dict(num_heads=8), "8 heads"), (dict(num_heads=16), "16 heads")),
 )
 
@@ -169,8 +169,8 @@ DISTRIBUTION_AXES = ladder(
     dict(B=1, V=5, dtype="float64"),
     axis("temperature 1", "where the temperature divides the logits", (dict(temperature=0.5), "temperature 0.5"),
          (dict(temperature=2.0), "temperature 2")),
-    axis("no top-k", "the top-k filter", (dict(top_k=1), "top_k=1"), (dict(top_k=3), "top_k=3")),
-    axis("no top-p", "the top-p filter", (dict(top_p=0.5, seed=1), "top_p=0.5"), (dict(top_p=0.9, seed=2), "top_p=0.9")),
+    axis("no top-k", "the top-k filter (the k-th largest logit is the threshold)", (dict(top_k=1), "top_k=1"), (dict(top_k=3), "top_k=3")),
+    axis("no top-p", "the top-p filter (sorted, most probable first, kept until the sum reaches top_p)", (dict(top_p=0.5, seed=1), "top_p=0.5"), (dict(top_p=0.9, seed=2), "top_p=0.9")),
     axis("one filter at a time", "the order of the filters (temperature, then top-k, then top-p)",
          (dict(top_k=3, top_p=0.6, temperature=0.7, seed=3), "temperature, top_k and top_p together")),
     axis("one row", "the axis you normalise over (the vocabulary, per row)", (dict(B=3), "three rows")),
