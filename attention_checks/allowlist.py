@@ -313,6 +313,8 @@ ANYWHERE_DENIED_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "
                                       "breakpoint", "input", "memoryview", "exit", "quit"})
 # Dunders any cell may read: documentation and names
 READ_ONLY_DUNDERS = frozenset({"__doc__", "__name__", "__qualname__", "__module__", "__all__", "__version__"})
+# A named tuple's public API, underscored so as not to clash with its fields (a beam's hypotheses)
+NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 
 
 class Reader:
@@ -472,7 +474,7 @@ class Reader:
         if attr in self.own:
             return None
         if attr.startswith("_"):
-            if not self.graded and attr in READ_ONLY_DUNDERS:
+            if not self.graded and attr in READ_ONLY_DUNDERS or attr in NAMED_TUPLE_API and module is None:
                 return None
             return None if attr in DUNDERS and isinstance(base, ast.Name) and base.id in self.bindings.bound \
                 else shown

@@ -47,6 +47,7 @@ ROUTES = [
     ("a module's __dict__", "f = F.__dict__['relu']", "f = F.relu"),
     ("a frame's globals", "g = (i for i in [1])\nf = g.gi_frame.f_globals", "g = (i for i in [1])\nf = next(g)"),
     ("an object's class", "t = x.__class__", "t = type(x)"),
+    ("a named tuple's API read off a module", "f = torch._asdict", "f = h._asdict()"),
     ("a class's __init__ as a value", "f = torch.Tensor.__init__", "nn.Module.__init__(self)"),
     ("every module by name, read as a method", "m = sys.modules.get('torch')", "m = list(self.modules())"),
     ("a module's submodules kept as a value", "f = self.modules", "n = len(list(self.modules()))"),
@@ -162,6 +163,9 @@ ORDINARY = {
                                                          "        for m in self.modules():\n"
                                                          "            if isinstance(m, nn.Linear):\n"
                                                          "                nn.init.zeros_(m.bias)",
+    "a beam of named tuples": "from typing import NamedTuple\nclass Hypothesis(NamedTuple):\n    tokens: list\n"
+                              "    score: float\ndef f(h, token, logp):\n"
+                              "    return h._replace(tokens=h.tokens + [token], score=h.score + logp)._asdict()",
     "a cached helper": "from functools import lru_cache\n@lru_cache(maxsize=None)\ndef table(n):\n    return n\n"
                        "def f(x):\n    table.cache_clear()\n    return x",
 }

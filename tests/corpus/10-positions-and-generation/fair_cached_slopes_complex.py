@@ -1,7 +1,7 @@
 # Correct: ALiBi's slopes from a helper cached with functools.lru_cache (a tuple of floats);
 # apply_rope pairs the halves as complex numbers (x1 + i·x2) rotated by torch.polar; top-k with
 # torch.topk and scatter, top-p on sorted probabilities; beam search with a namedtuple of
-# hypotheses sorted by score. Full marks.
+# hypotheses extended with _replace (a named tuple's own API) and sorted by score. Full marks.
 # expect: full
 # %% cell: apply_rope
 def apply_rope(x, positions, base=10000.0):
@@ -61,7 +61,7 @@ def beam_search(step_fn, start, beam_size, max_len, eos):
         if not active:
             break
         logp = step_fn(torch.tensor([h.tokens for h in active]))
-        extended = [Hypothesis(h.tokens + [t], h.score + float(lp))
+        extended = [h._replace(tokens=h.tokens + [t], score=h.score + float(lp))
                     for h, row in zip(active, logp) for t, lp in enumerate(row)]
         extended.sort(key=lambda h: h.score, reverse=True)
         best = extended[:beam_size]
