@@ -115,7 +115,9 @@ NAME_READERS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 # the cell magics and line magics a student's cell may use (IPython turns them into calls of
 # get_ipython(); the Python that %time, %%time, %timeit, %%capture run is read as any cell's)
-MAGICS = frozenset({"time", "timeit", "capture", "matplotlib", "pip", "pinfo", "pinfo2"})
+MAGICS = frozenset({"time", "timeit", "capture", "matplotlib", "pip", "pinfo", "pinfo2", "config"})
+# %config runs its line as Python: only how inline figures look, set to a literal, is a cell's to say
+INLINE_FIGURES = re.compile(r"^\s*InlineBackend\.[A-Za-z_]\w*\s*=(.*)$")
 # line magics whose argument is Python (name? and name?? are %pinfo and %pinfo2 of an expression)
 PYTHON_MAGICS = frozenset({"time", "timeit", "pinfo", "pinfo2"})
 # How a use outside the allowlist is named among a check's findings, and what the message offers instead
@@ -429,6 +431,9 @@ class Reader:
             return f"%{magic}" if isinstance(magic, str) else "get_ipython()"
         if method.attr == "run_line_magic" and magic in PYTHON_MAGICS:  # the cell magics' code is a cell of its own
             return self._code(args[1] if len(args) > 1 else None)
+        if magic == "config":  # %config InlineBackend.figure_format = 'retina'
+            setting = INLINE_FIGURES.match(args[1]) if len(args) > 1 and isinstance(args[1], str) else None
+            return None if setting is not None and _literal(setting.group(1)) else "%config"
         return None
 
     def _code(self, code: object) -> str | None:
@@ -603,6 +608,15 @@ def _cells_of(student: object, most: int = 20) -> list[str]:
         todo += [namespace[n] for n in names if n in namespace and (isinstance(namespace[n], type)
                                                                    or hasattr(namespace[n], "__code__"))]
     return list(cells.values())
+
+
+def _literal(text: str) -> bool:
+    """Whether ``text`` is a Python literal ('retina', 100, {'dpi': 100})."""
+    try:
+        ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _library_file(filename: str) -> bool:

@@ -90,6 +90,8 @@ def test_each_route_is_outside_and_its_honest_twin_inside(route, hostile, honest
     "%run helper.py\n",
     "!rm -rf /tmp/x\n",
     "torch._C?\n",
+    "%config InlineBackend.figure_format = __import__('os').getcwd()\n",
+    "%config InteractiveShell.ast_node_interactivity = 'all'\n",
     "import sys\nsys.settrace(None)\n",
 ])
 def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
@@ -106,6 +108,7 @@ def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
     "import attention_checks\nhelp(attention_checks)\n",
     "%matplotlib inline\n",
     "f?\ntorch.softmax??\n",
+    "%config InlineBackend.figure_format = 'retina'\n",
     "print(sum(1 for m in model.modules() if isinstance(m, nn.Linear)))\n",
 ])
 def test_a_scratch_cell_may_plot_time_and_read_documentation(scratch):

@@ -1,7 +1,7 @@
 # Correct: the scores by broadcasting every pair of tokens and summing over the features; the
 # weights from a softmax class of the student's own (a callable object with __call__), scores
-# scaled in place; prints while it works; a scratch cell times it with %time and plots the
-# weights with matplotlib. Full marks.
+# scaled in place; prints while it works; a scratch cell sets the inline figures' format (%config),
+# times it with %time and plots the weights with matplotlib. Full marks.
 # expect: full
 # %% cell: attention_scores
 def attention_scores(x):
@@ -29,6 +29,7 @@ def simple_self_attention(x):
     print("weights:", tuple(weights.shape), weights.dtype)
     return torch.bmm(weights, x), weights
 # %% new cell after: test_simple_self_attention
+%config InlineBackend.figure_format = 'retina'
 import matplotlib.pyplot as plt
 
 %time out, w = simple_self_attention(torch.randn(2, 6, 8))
