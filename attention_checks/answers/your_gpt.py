@@ -292,6 +292,12 @@ def _generate_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
         tokens = _generated(x, spec, bug)
         cached = tokens if bug != "last token only" else None  # with a cache, the last token alone is right
         found[bug] = Mistake(hint, {"tokens": tokens, "tokens with the cache": cached})
+    if spec["temperature"] != 1.0:
+        tokens = _generated(x, dict(spec, temperature=1.0))
+        found["temperature ignored"] = Mistake(
+            "Your tokens are drawn as if the temperature were 1: next_token_distribution divides the logits by the "
+            "temperature before the softmax (assignment 10), and generate hands sample_next its temperature.",
+            {"tokens": tokens, "tokens with the cache": tokens})
     return found
 
 
