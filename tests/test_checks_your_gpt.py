@@ -180,3 +180,13 @@ def test_a_model_that_sees_the_future_earns_nothing_and_is_told_so():
     points, report = check_report(check_held_out_loss, PeeksAhead, [dict()], points=4)
     assert points == 0, report
     assert "sees the token it predicts" in report
+
+
+def test_generated_tokens_of_another_dtype_lose_points_and_name_it():
+    """As for 08's and 10's token ids (issue 58, item 6): the right tokens as int32, where the contract
+    says int64, fail their cases, and the report names the dtype."""
+    generate = NB.student()["generate"]
+    cases = _visible_cases(check_generate)[:2]
+    assert check_report(check_generate, generate, cases, points=2)[0] == 2
+    score, text = check_report(check_generate, lambda *a, **k: generate(*a, **k).int(), cases, points=2)
+    assert 0 < score < 2 and "dtype int32, expected int64" in text, text
