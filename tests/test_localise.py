@@ -377,3 +377,24 @@ def test_a_localising_case_refutes_a_catalogued_diagnosis_it_contradicts():
     assert judging.refuted_by_ladder(check, None) == set()
     located = _report("apply_rope", from_one, cases, run_ladder(check, from_one)).text
     assert ignores not in located and localising.LEAD in located, located
+
+
+def test_a_diagnosis_must_reproduce_the_code_on_every_localising_case():
+    """D taken from the batch axis (a fresh mistake): in a batch of one the scores are unscaled, as a
+    catalogued mistake says, but not in a batch of three, so that diagnosis is withdrawn and the
+    finding stands instead."""
+    import math
+
+    def by_batch(x):
+        weights = torch.softmax(x @ x.transpose(-2, -1) / math.sqrt(x.size(0)), dim=-1)
+        return weights @ x, weights
+
+    check = CHECKS["simple_self_attention"]
+    cases = SourceNotebook("01-self-attention").cases(next(gid for gid, cell in SourceNotebook(
+        "01-self-attention").tests.items() if "check_simple_self_attention(" in cell.source))
+    ladder = run_ladder(check, by_batch)
+    withdrawn = judging.refuted_by_ladder(check, ladder)
+    plain = _report("simple_self_attention", by_batch, cases, None).text
+    located = _report("simple_self_attention", by_batch, cases, ladder).text
+    assert any(hint in plain for hint in withdrawn), plain
+    assert not any(hint in located for hint in withdrawn) and localising.LEAD in located, located

@@ -783,21 +783,24 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
 
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
-    """The known mistakes (by hint) that a localising case refutes as ``refuted_mistakes`` does on the
-    declared ones: the student's code was wrong there, and the mistake gives the reference's outputs
-    (a RoPE whose frequencies start at index one is wrong at positions 0 and 1, where rotating by
-    0, 1, ..., L-1 whatever the positions would be right)."""
+    """The known mistakes (by hint) that the check's localising cases contradict: a mistake is kept
+    only where it reproduces the student's outputs on every one (where it determines them). A
+    mistake that would have been right where the code is wrong is refuted (RoPE frequencies from
+    index one are wrong at positions 0 and 1, where rotating by 0, 1, ..., L-1 whatever the
+    positions is right), and so is one that gives other values than the code (scores divided by
+    the square root of the batch look unscaled in a batch of one, not in a batch of three)."""
     if ladder is None or check.axes is None or default_source(check) is not REFERENCES:
         return set()
     refuted: set[str] = set()
     for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
-        if rung_right(check, spec, outcome):
+        if outcome.error is not None:  # a case that raised tells nothing of the values a mistake gives
             continue
         case = judged(check, spec, REFERENCES)
+        got, problem = _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
         for mistake in REFERENCES.mistakes(check, case):
             outputs = {name: out for name, out in mistake.outputs.items() if out is not None}
-            if mistake.fits is None and outputs and all(
-                    close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items()):
+            if mistake.fits is None and outputs and (problem or not all(
+                    close(got.get(name), out, case.dtype, equal_nan=True) for name, out in outputs.items())):
                 refuted.update(named_mistakes(mistake.hint))
     return refuted
 
