@@ -53,6 +53,7 @@ IMPORTABLE: dict[str, str | frozenset[str]] = {
     "torch.distributions": "*",
     "torch.optim": "*",
     "torch.utils.flop_counter": frozenset({"FlopCounterMode"}),  # counting a module's cost (04)
+    "torch.nn.utils": frozenset({"clip_grad_norm_", "clip_grad_value_"}),  # a training step's clipping (07, 08, 11)
     "math": "*",
     "numpy": "*",
     "itertools": "*",
@@ -136,13 +137,18 @@ class Outside:
     node: ast.AST
 
 
+# Modules that allow a few names and are reached only by their path (nn.utils.clip_grad_norm_):
+# their own name is no public name of their parent, so "utils" is no attribute of other values
+PATH_ONLY = frozenset({"torch.nn.utils"})
+
+
 def _public(module: types.ModuleType) -> set[str]:
     names = set()
     for name in dir(module):
         if name.startswith("_") or name in DENIED or DENIED_PATTERN.search(name):
             continue
         value = getattr(module, name, None)
-        if isinstance(value, types.ModuleType) and value.__name__ not in IMPORTABLE:
+        if isinstance(value, types.ModuleType) and (value.__name__ not in IMPORTABLE or value.__name__ in PATH_ONLY):
             continue
         names.add(name)
     return names

@@ -158,6 +158,8 @@ ORDINARY = {
                                     "    start = time.perf_counter()\n    with warnings.catch_warnings():\n"
                                     "        warnings.simplefilter('ignore')\n        losses = [step() for _ in trange(n)]\n"
                                     "    return losses, time.perf_counter() - start",
+    "a clipped training step": "def step(model, loss, optimizer):\n    loss.backward()\n"
+                                "    nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    optimizer.step()",
     "statistics and randomness": "import random, statistics\ndef f(xs):\n    return statistics.mean(xs) + random.random() * 0",
     "an error that names a type": "def f(x):\n    if not torch.is_tensor(x):\n"
                                   "        raise TypeError(f'expected a tensor, got {type(x).__name__}')\n    return x",
@@ -177,6 +179,13 @@ ORDINARY = {
 @pytest.mark.parametrize("code", ORDINARY.values(), ids=ORDINARY.keys())
 def test_ordinary_python_is_inside(code):
     assert outside(code) == []
+
+
+def test_a_module_reached_by_its_path_lends_its_name_to_nothing_else():
+    """torch.nn.utils allows its clipping functions by their path only: "utils" is no attribute of
+    other values, and its other modules stay outside."""
+    assert outside("def f(x):\n    return x.utils.data\n") == ["x.utils"]
+    assert outside("from torch.nn.utils import prune\n")
 
 
 def test_the_shipped_names_are_what_this_pytorch_gives():
