@@ -784,7 +784,8 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
     """The known mistakes (by hint) that the check's localising cases contradict: a mistake is kept
-    only where it reproduces the student's outputs on every one (where it determines them). A
+    only where it reproduces the student's outputs on every one the code gets wrong (where it
+    determines them). A
     mistake that would have been right where the code is wrong is refuted (RoPE frequencies from
     index one are wrong at positions 0 and 1, where rotating by 0, 1, ..., L-1 whatever the
     positions is right), and so is one that gives other values than the code (scores divided by
@@ -793,7 +794,9 @@ def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
         return set()
     refuted: set[str] = set()
     for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
-        if outcome.error is not None:  # a case that raised tells nothing of the values a mistake gives
+        # a case the code gets right says nothing of a mistake that only some cases show (attn_mask
+        # ignored where no padding mask comes with it); one that raised, nothing of values
+        if outcome.error is not None or rung_right(check, spec, outcome):
             continue
         case = judged(check, spec, REFERENCES)
         got, problem = _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
