@@ -81,7 +81,11 @@ def test_exercise_page_opens_in_colab(site, assignment):
 
 
 def test_no_solution_reaches_the_site(site):
-    secrets = set().union(*(secret_lines(a) for a in ASSIGNMENTS))
+    # a line that one assignment's solution writes and another's released notebook gives (a training
+    # loop's optimizer.zero_grad()) is no secret: publish's rule (autograder/instructor/publish.py)
+    given = "\n".join(" ".join(line.split()) for path in (REPO / "exercises").glob("*/*.ipynb")
+                      for cell in nbformat.read(path, as_version=4).cells for line in cell.source.splitlines())
+    secrets = {line for a in ASSIGNMENTS for line in secret_lines(a) if " ".join(line.split()) not in given}
     assert secrets
     for path in site.rglob("*"):
         assert "solutions" not in path.relative_to(site).parts, path

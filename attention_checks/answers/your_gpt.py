@@ -173,6 +173,8 @@ CACHED_BUGS = {
                                        "KVCache), and the attention uses what it returns.",
     "mask without a cache only": "Your model masks the future only when it has no cache: a chunk of several tokens "
                                  "(the prompt) fed with a cache must be causal too.",
+    # the same chunks as the bug above: the twins are named together (merge_twins), never one picked
+    "not causal": GPT_BUGS["not causal"],
 }
 
 

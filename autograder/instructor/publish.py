@@ -88,7 +88,7 @@ COPIED = ["book", "_toc.yml", "tools/web_assets.py", "tools/system-packages.sh",
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "_build", ".DS_Store")
 # What of attention_checks/answers/ students get: the judging that computes no answer. Every other
 # module there (references, mistakes: one per assignment) stays with the grader.
-SHIPPED_ANSWERS = {"__init__.py", "judging.py", "catalogue.py", "hints.py", "crashes.py", "fits.py", "torch_messages.py"}
+SHIPPED_ANSWERS = {"__init__.py", "judging.py", "catalogue.py", "localising.py", "hints.py", "crashes.py", "fits.py", "torch_messages.py"}
 ANSWERS = Path(CHECKS) / "answers"
 VISIBLE = Path(CHECKS) / "visible"  # the visible cases' answers as data (attention_checks.published)
 # A fixed date for every file of the wheel: the same sources give the same wheel, byte for byte,
