@@ -260,6 +260,21 @@ def test_the_books_answer_cells_are_withheld_until_their_assignment_is_revealed(
         publish.withhold_answers(book, known, frozenset())
 
 
+def test_a_page_that_trains_the_graded_model_is_withheld_whole_until_its_assignment_is_revealed(tmp_path):
+    """Chapter 11 trains the model its exercise grades, and its prose reads the numbers off that
+    run: the students' edition keeps its front matter and title, and a note instead of the rest."""
+    book = tmp_path / "book"
+    shutil.copytree(REPO / "book", book, ignore=shutil.ignore_patterns("*.ipynb", "data", "_ext", "__pycache__"))
+    page = book / "11-your-gpt.md"
+    original = page.read_text()
+    assert publish.withhold_pages(book, frozenset({"11-your-gpt"})) == {} and page.read_text() == original
+    assert publish.withhold_pages(book, frozenset()) == {"11-your-gpt": ["book/11-your-gpt.md"]}
+    shown = page.read_text()
+    front = original[:original.index("\n---\n", 4) + 5]
+    assert shown.startswith(front) and "\n# " in shown and "appears after the assignment's deadline" in shown
+    assert "code-cell" not in shown and "glue" not in shown and len(shown) < len(front) + 600
+
+
 def test_a_book_modules_answer_definitions_are_withheld_until_their_assignment_is_revealed(tmp_path):
     """book/transformer.py's greedy decoding loop (Seq2Seq.generate, what 08-decoder grades behind a
     four-line wrapper): in the students' edition its body raises and says why, its signature and

@@ -320,6 +320,37 @@ def withhold_answers(book: Path, known: list[str], revealed: frozenset[str]) -> 
     return withheld
 
 
+# A page whose experiments all run the graded answers (chapter 11 trains the very model its
+# exercise grades, and its prose reads the numbers off that training) cannot show them without
+# those answers: until its assignment is revealed, the students' edition keeps the page's front
+# matter and title, and a note in place of the rest.
+WHOLE_PAGES: dict[str, str] = {"11-your-gpt.md": "11-your-gpt"}
+WITHHELD_PAGE = """
+```{{note}}
+This chapter builds and trains the model solution of `{assignment}`, the exercise you hand in: it
+appears after the assignment's deadline. Until then, the exercise notebook `exercises/{assignment}`
+says what to build, and the chapters before it hold every part.
+```
+"""
+
+
+def withhold_pages(book: Path, revealed: frozenset[str], pages: dict[str, str] = WHOLE_PAGES) -> dict[str, list[str]]:
+    """Replace every page of ``pages`` (file name under ``book`` -> assignment) by its front matter,
+    its title and a note, except a revealed assignment's; returns them by assignment."""
+    withheld: dict[str, list[str]] = {}
+    for name, assignment in pages.items():
+        page = book / name
+        if assignment in revealed or not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8")
+        end = text.index("\n---\n", 4) + 5 if text.startswith("---\n") else 0  # the front matter
+        title = next(line for line in text[end:].splitlines() if line.startswith("# "))
+        page.write_text(text[:end] + "\n" + title + "\n" + WITHHELD_PAGE.format(assignment=assignment),
+                        encoding="utf-8")
+        withheld.setdefault(assignment, []).append(str(page.relative_to(book.parent)))
+    return withheld
+
+
 # A definition of a module of book/ that computes a graded answer (a decoding loop of the book's
 # model) is withheld the same way: its body becomes a NotImplementedError that says why, its
 # signature and docstring stay. A module carries no tag: its bytes decide the models that
@@ -446,7 +477,7 @@ class Published:
     functional: FunctionalReport
     revealed: frozenset[str] = frozenset()
     withheld: dict[str, list[AnswerCell]] = field(default_factory=dict)  # the book's answer cells left out
-    withheld_definitions: dict[str, list[str]] = field(default_factory=dict)  # of the book's modules, "file: name"
+    withheld_definitions: dict[str, list[str]] = field(default_factory=dict)  # of the book's modules, "file: name", and whole pages
 
     @property
     def leaks(self) -> bool:
@@ -487,6 +518,8 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     (dest / "_config.yml").write_text(_student_config(setting), encoding="utf-8")
     withheld = withhold_answers(dest / "book", known, revealed)
     withheld_definitions = withhold_definitions(dest, known, revealed)
+    for assignment, pages in withhold_pages(dest / "book", revealed).items():
+        withheld_definitions.setdefault(assignment, []).extend(pages)
     assignments = release.generate(source_dir, dest / "exercises", write_install=False)
     release.write_visible_answers(dest / "exercises", dest / VISIBLE, assignments)
     values["assignments"] = ", ".join(f"`{a}`" for a in assignments)
