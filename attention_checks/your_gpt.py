@@ -25,9 +25,11 @@ for ``steps`` AdamW steps, on one thread, on a source of the check's own, a rand
 symbols (each symbol depends on the two before it), and measures the cross-entropy on held-out
 sequences. The source's entropy rate is known, so the budget is stated in its terms: the check
 records four facts of the measured loss, each True or False (the thresholds, ``BUDGET``, are facts
-about the source, computed here; no output of the student's code is): no lower than a causal model
-can reach (``causal``), below the uniform guess (halfway from it to what the last symbol alone can
-tell), below what the last symbol alone can tell, within the budget above the entropy rate. A model that sees the future passes none but the first fails.
+about the source, computed here; no output of the student's code is): causal (``causal``: the
+trained model's logits at a position do not move when the tokens after it change, and its loss is
+no lower than a causal model can reach), below the uniform guess (halfway from it to what the last
+symbol alone can tell), below what the last symbol alone can tell, within the budget above the
+entropy rate. A model that is not causal earns none of the last three.
 """
 from __future__ import annotations
 
@@ -277,7 +279,11 @@ check_generate = declare(Check(
 SYMBOLS, ORDER_SHARPNESS = 8, 2.0  # the source: 8 symbols, each drawn from a distribution set by the two before
 TRAINING = dict(d_model=32, num_heads=4, num_layers=2, batch=16, L=32, lr=1e-2)
 CHAINS, CHAIN_LENGTH, HELD_OUT = 96, 200, 24  # streams of the source; the last HELD_OUT are held out
-BUDGET = 0.35  # nats above the entropy rate that the trained model must reach
+# Nats above the entropy rate that the trained model must reach. The contract's model, built from
+# other seeds (as a solution that creates its layers in another order is), reaches 0.10 to 0.16
+# above it with RoPE and 0.20 to 0.33 with ALiBi, which learns more slowly in 200 steps:
+# tests/test_checks_your_gpt.py holds the worst of eight seeds at least 0.1 nats under the budget.
+BUDGET = 0.45
 NOT_CAUSAL = 0.05  # nats below the entropy rate: no causal model gets there on held-out text
 
 
@@ -343,12 +349,18 @@ def one_thread() -> Iterator[None]:
 
 def _held_out_call(cls: Any, inputs: Inputs, spec: Spec) -> Any:
     with one_thread():
-        return _trained_and_measured(cls, inputs)
+        measured, blind = trained_held_out_loss(cls, inputs)
+    limits = inputs.extra["thresholds"]
+    causal = blind and not measured < limits["causal"]  # NaN: not below, but not learning
+    return (causal, causal and measured < limits["learns"], causal and measured < limits["context"],
+            causal and measured <= limits["budget"])
 
 
-def _trained_and_measured(cls: Any, inputs: Inputs) -> tuple[bool, bool, bool, bool]:
+def trained_held_out_loss(cls: Any, inputs: Inputs, seed: int = 0) -> tuple[float, bool]:
+    """(the held-out cross-entropy of cls's model, built from ``seed`` and trained on the case's
+    batches; whether its predictions ignore later tokens, ``sees_no_later_token``)."""
     x, L = inputs.extra, TRAINING["L"]
-    model = build_student_module(cls, x["init"])
+    model = build_student_module(cls, x["init"], seed=seed)
     if not isinstance(model, nn.Module):
         raise TypeError(f"GPT(...) gave a {type(model).__name__}: GPT must be a subclass of nn.Module")
     optimizer = torch.optim.AdamW(model.parameters(), lr=TRAINING["lr"], weight_decay=0.0)
@@ -367,9 +379,19 @@ def _trained_and_measured(cls: Any, inputs: Inputs) -> tuple[bool, bool, bool, b
         held = x["held_out"]
         logits = model(held[:, :-1])
         measured = float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), held[:, 1:].reshape(-1)))
-    limits, causal = x["thresholds"], not measured < x["thresholds"]["causal"]  # NaN: not below, but not learning
-    return (causal, causal and measured < limits["learns"], causal and measured < limits["context"],
-            causal and measured <= limits["budget"])
+        return measured, sees_no_later_token(model, held[:, :-1], logits)
+
+
+def sees_no_later_token(model: nn.Module, tokens: Tensor, logits: Tensor) -> bool:
+    """Whether the logits of the first half of each sequence stay what they were when every token of
+    the second half changes: a causal model's prediction at position t reads tokens up to t alone. A
+    masked score is an exact zero after the softmax, so a causal model's logits do not move at all;
+    the tolerance is for a mask of a large finite negative number."""
+    half = tokens.shape[1] // 2
+    changed = tokens.clone()
+    changed[:, half:] = (changed[:, half:] + 1) % SYMBOLS
+    moved = (model(changed)[:, :half] - logits[:, :half]).abs().max()
+    return bool(moved <= 1e-4 * (1 + logits[:, :half].abs().max()))
 
 
 def _held_out_describe(inputs: Inputs, spec: Spec) -> str:

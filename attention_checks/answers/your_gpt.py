@@ -309,7 +309,8 @@ def _generate_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
 
 HELD_OUT_BUGS = {
     "sees the future": (
-        "Your held-out loss is lower than any causal model can reach on this source: your model sees the token it "
+        "Your model is not causal: once trained, its predictions at a position change when a later token changes, "
+        "or its held-out loss is lower than any causal model can reach on this source. It sees the token it "
         "predicts (no causal mask, or a mask that lets position i see i + 1).",
         {"causal": False}),
     "does not learn": (
@@ -323,8 +324,9 @@ HELD_OUT_BUGS = {
         "apply_rope on queries and keys, or alibi_bias added to the scores).",
         {"causal": True, "below the uniform guess": True, "beyond the last symbol": False, "within the budget": False}),
     "slow": (
-        "Your model learns the source, but more slowly than the contract's: check the pre-norm blocks "
-        "(x + attn(norm1(x))), the final LayerNorm, the 1/sqrt(head_dim) scale and the initialisation.",
+        "Your model learns the source, beyond what the last symbol tells, but more slowly than the contract's: "
+        "after the check's steps its held-out loss is above the budget, which the contract's model meets from "
+        "any initialisation. GPT's own tests compare your model with the contract's, part by part.",
         {"causal": True, "below the uniform guess": True, "beyond the last symbol": True, "within the budget": False}),
 }
 

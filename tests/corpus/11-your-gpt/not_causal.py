@@ -1,7 +1,6 @@
 # No causal mask at all: every position sees the whole sequence, the tokens it predicts included.
 # expect: partial
 # hint: not causal
-# also: lower than any causal model can reach
 # %% cell: gpt
 class CausalSelfAttention(nn.Module):
     """Causal multi-head self-attention with RoPE or ALiBi positions and an optional KV cache."""

@@ -1,6 +1,7 @@
 # The head shares the embedding's weight (weight tying, as GPT-2 does): one matrix fewer than the contract.
 # expect: partial
 # hint: weight tying
+# also: more slowly than the contract's
 # %% cell: gpt
 class GPT(nn.Module):
     def __init__(self, vocab_size, d_model, num_heads, num_layers, positions="rope"):
