@@ -673,20 +673,59 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
 
 
 def refuted_mistakes(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult]) -> set[str]:
-    """The known mistakes (by hint) that a failing case refutes: one whose outputs there are the
-    reference's, in an output the case gets wrong (the mistake alone would pass that case, so it
-    is not what the code does: a top-k taken from the wrong end matches "top-p first" where top-p
-    hides the difference, and fails where only top-k applies)."""
+    """The known mistakes (by hint) that the failing cases refute, because they are not what the code
+    does:
+
+    * a mistake whose outputs are the reference's, in an output a failing case gets wrong: the
+      mistake alone would pass that case (a top-k taken from the wrong end matches "top-p first"
+      where top-p hides the difference, and fails where only top-k applies);
+    * a mistake that would fail the cases too, but gives other values than the code on more failing
+      cases than it gives the code's: matched by chance on one case (a frequency index from one
+      rotates a single position by almost nothing, as code that ignores the positions does), it
+      parts from the code on the others. A case counts for a mistake where any of its forms (the
+      same hint) gives the code's values, against it where none does. A catalogued form need not
+      cover every case (a mask inverted in each of two masks, where the form inverts their union),
+      hence a majority, not every case. Only entries finite in both are compared (a row with every
+      key masked is another matter, which its own hint says), and an output the code did not
+      return (it raised) says nothing."""
     refuted: set[str] = set()
+    reproduced: dict[str, int] = {}
+    contradicted: dict[str, int] = {}
     for case, result in zip(built, results):
         if result.fraction >= 1 or not result.wrong:
             continue
+        gives, parts = set(), set()
         for mistake in case.source.mistakes(check, case):
             outputs = {name: out for name, out in mistake.outputs.items() if out is not None}
-            if mistake.fits is None and outputs.keys() & result.wrong and all(
-                    close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items()):
-                refuted.update(named_mistakes(mistake.hint))
-    return refuted
+            if mistake.fits is not None or not outputs:
+                continue
+            named = named_mistakes(mistake.hint)
+            if all(close(out, case.expected[name], case.dtype, equal_nan=True) for name, out in outputs.items()):
+                if outputs.keys() & result.wrong:
+                    refuted.update(named)
+            elif all(close(result.got.get(name), out, case.dtype, equal_nan=True) for name, out in outputs.items()):
+                gives.update(named)
+            elif any(name in result.got and _differ_where_finite(result.got[name], out, case.dtype)
+                     for name, out in outputs.items()):
+                parts.update(named)
+        for name in gives:
+            reproduced[name] = reproduced.get(name, 0) + 1
+        for name in parts - gives:
+            contradicted[name] = contradicted.get(name, 0) + 1
+    return refuted | {name for name, count in contradicted.items() if count > reproduced.get(name, 0)}
+
+
+def _differ_where_finite(got: Any, out: Any, dtype: torch.dtype) -> bool:
+    """Whether the code's output and a mistake's differ: in kind or shape, or in an entry that is
+    finite in both (beyond the tolerance of ``dtype``)."""
+    if not isinstance(out, torch.Tensor):
+        return not same_plain(got, out)
+    got = _as_float64(got) if isinstance(got, torch.Tensor) else None
+    if got is None or tuple(got.shape) != tuple(out.shape):
+        return True
+    out = out.to(torch.float64)
+    both = got.isfinite() & out.isfinite()
+    return not torch.allclose(got[both], out[both], **tolerance(dtype))
 
 
 def common_factor(built: Sequence[Judged], results: Sequence[CaseResult]) -> float | None:

@@ -257,14 +257,17 @@ def _draw(logits: Tensor, spec: Spec, generator: torch.Generator, greedy: bool =
     return torch.multinomial(p, 1, generator=generator)[:, 0]
 
 
-def _generated(x: Inputs, spec: Spec, bug: str | None = None) -> Tensor:
-    """generate's new tokens (B, new), from whole sequences (or with one known bug)."""
+def _generated(x: Inputs, spec: Spec, bug: str | None = None, cached: bool = False) -> Tensor:
+    """generate's new tokens (B, new), from whole sequences (or with one known bug; ``cached``: as
+    the bug gives them with a cache, where the model sees the prompt once, then one token a step)."""
     model, tokens = ToyDecoder(x.extra["state"]), x.args["prompt"]
     generator = torch.Generator().manual_seed(x.extra["draw_seed"])
     new = []
     for step in range(spec["new"]):
         logits = model(tokens[:, -1:] if bug == "last token only" and step else tokens)
-        row = logits[:, 0] if bug == "first position" else logits[:, -1]
+        # a chunk of one token has one position: its first is its last
+        first = bug == "first position" and not (cached and step)
+        row = logits[:, 0] if first else logits[:, -1]
         token = _draw(row, spec, generator, greedy=bug == "greedy")
         new.append(token)
         tokens = torch.cat([tokens, token[:, None]], dim=1)
@@ -292,7 +295,8 @@ def _generate_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found = {}
     for bug, hint in GENERATE_BUGS.items():
         tokens = _generated(x, spec, bug)
-        cached = tokens if bug != "last token only" else None  # with a cache, the last token alone is right
+        cached = (None if bug == "last token only" else  # with a cache, the last token alone is right
+                  _generated(x, spec, bug, cached=True) if bug == "first position" else tokens)
         found[bug] = Mistake(hint, {"tokens": tokens, "tokens with the cache": cached})
     if spec["temperature"] != 1.0:
         tokens = _generated(x, dict(spec, temperature=1.0))
