@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autograder.instructor.publish import book_environment
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT = 1200
 
@@ -27,9 +29,20 @@ def build_site(out: Path, book: Path = REPO) -> Path:
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     process = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(out),
                               "--warningiserror", "--keep-going"], capture_output=True, text=True,
-                             cwd=book, timeout=BUILD_TIMEOUT)
-    assert process.returncode == 0, process.stdout[-4000:] + process.stderr[-4000:]
+                             cwd=book, timeout=BUILD_TIMEOUT, env=book_environment())
+    assert process.returncode == 0, why_the_build_failed(out, process.stdout + process.stderr)
     return out / "_build" / "html"
+
+
+def why_the_build_failed(out: Path, log: str) -> str:
+    """What a failed build said: its warnings and errors (the end of its log only shows the last
+    of them, an undefined figure label, while the cause is a page that did not execute), and the
+    end of each traceback that myst-nb wrote to _build/html/reports/ for a page that failed."""
+    said = [line for line in log.splitlines() if any(word in line for word in ("WARNING", "ERROR", "Error", "rror:"))]
+    reports = sorted((out / "_build" / "html" / "reports").rglob("*.log"))
+    tracebacks = [f"--- {report.name}:\n" + "\n".join(report.read_text(errors="replace").splitlines()[-25:])
+                  for report in reports]
+    return "\n".join(said[:60] + tracebacks) or log[-4000:]
 
 
 def chapter_notebooks():

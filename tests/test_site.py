@@ -40,6 +40,39 @@ def test_a_book_builds_while_this_process_is_in_a_folder_deleted_since(tmp_path,
     assert "One sentence." in _text(build_site(tmp_path / "out", book) / "intro.html")
 
 
+FIGURE_PAGE = """---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+# A page
+
+```{code-cell} ipython3
+import matplotlib.pyplot as plt
+plt.plot([1, 2])
+plt.show()
+```
+"""
+
+
+@pytest.mark.parametrize("builder", ["the test session's", "publish's"])
+def test_a_book_draws_its_figures_whatever_backend_this_process_names(tmp_path, monkeypatch, builder):
+    """The grader's CLI, run inside the test session, names the grading kernels' backend (Agg) in
+    this process's environment while it runs; a book built meanwhile (the session builds it in a
+    thread) inherited it, and its chapters drew no figure. Both builders leave it out."""
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "intro.md").write_text(FIGURE_PAGE)
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\n")
+    (book / "_config.yml").write_text("title: A book\nexecute:\n  execute_notebooks: force\n")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    html = build_site(tmp_path / "out", book) if builder == "the test session's" else publish.build_site(book)
+    assert re.search(r'<img [^>]*src="[^"]*\.png"', (html / "intro.html").read_text()), "the figure was not drawn"
+
+
 def test_every_toc_page_is_built(site):
     toc = yaml.safe_load((REPO / "_toc.yml").read_text())
     files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]

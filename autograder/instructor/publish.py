@@ -545,10 +545,19 @@ def publish(dest: Path, *, site: bool = False, source_dir: Path = SOLUTIONS_DIR,
     return Published(dest, assignments, wheel, digest, report, functional, revealed, withheld, withheld_definitions)
 
 
+def book_environment() -> dict[str, str]:
+    """This process's environment for a build of the book, less MPLBACKEND: the chapters' kernels
+    draw their figures with matplotlib's inline backend, which a backend named in the environment
+    replaces (the grading kernels' Agg, set while the grader runs in this process): every figure
+    would be lost, and the build would fail on their undefined labels."""
+    return {name: value for name, value in os.environ.items() if name != "MPLBACKEND"}
+
+
 def build_site(dist: Path) -> Path:
     """Build the book of the distribution, from the distribution alone, into dist/_build/html."""
     book = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", str(dist),
-                           "--warningiserror", "--keep-going"], capture_output=True, text=True, cwd=dist)
+                           "--warningiserror", "--keep-going"], capture_output=True, text=True, cwd=dist,
+                          env=book_environment())
     if book.returncode:
         raise PublishError(f"jupyter-book could not build the site of {dist}:\n{book.stdout[-2000:]}{book.stderr[-2000:]}")
     return dist / "_build" / "html"
