@@ -6,6 +6,7 @@ benchmarks/build_site.py times it.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ def why_the_build_failed(out: Path, log: str) -> str:
     """What a failed build said: its warnings and errors (the end of its log only shows the last
     of them, an undefined figure label, while the cause is a page that did not execute), and the
     end of each traceback that myst-nb wrote to _build/html/reports/ for a page that failed."""
-    said = [line for line in log.splitlines() if any(word in line for word in ("WARNING", "ERROR", "Error", "rror:"))]
+    said = [line for line in log.splitlines() if re.search(r"WARNING|ERROR|[Ee]rror", line)]
     reports = sorted((out / "_build" / "html" / "reports").rglob("*.log"))
     tracebacks = [f"--- {report.name}:\n" + "\n".join(report.read_text(errors="replace").splitlines()[-25:])
                   for report in reports]

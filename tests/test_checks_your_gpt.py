@@ -200,7 +200,7 @@ def test_the_contracts_model_meets_the_budget_from_any_initialisation(positions)
     """A correct GPT whose layers are created in another order starts from other weights: the
     contract's model built from eight seeds stays causal and, at worst, 0.1 nats under the budget."""
     gpt = NB.student()["GPT"]
-    case = {} if positions == "rope" else dict(positions=positions)
+    case = {} if positions == "rope" else dict(positions=positions)  # the notebook's own cases (a case's seed is its content)
     inputs = check_held_out_loss.build(case)
     with one_thread():
         runs = [trained_held_out_loss(gpt, inputs, seed) for seed in range(8)]
