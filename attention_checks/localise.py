@@ -28,9 +28,10 @@ that combines blocks").
 * **Only for a name that failed.** A grading kernel holds no answer, so the only failure it can see
   is a declared case that raised: then it runs the name's ladder (once per graded object). For
   wrong values, the grader asks: ``ATTENTION_CHECKS_LOCALISE`` in the kernel's environment ("all",
-  or graded names) runs those ladders; a second pass for the names that failed is the grader's
-  to make (measured: every ladder run always costs 10 to 35% of a notebook's check time, past the
-  10% the grading throughput may lose). A correct function costs nothing more anywhere.
+  or graded names) runs those ladders, set by the grader's second run of a notebook whose failed
+  names have none (``autograder.engine.runner``; measured: running every ladder always costs 10 to
+  35% of a notebook's check time, past the 10% the grading throughput may lose). A correct
+  function costs nothing more anywhere.
 * **Steps inside a module** (item 2): a module's check may name its submodules (``Axes.steps``:
   self_attn, linear1, ... of an encoder layer; the projections w_q, w_k, w_v and w_o); the base
   case records each one's first input and output with forward hooks (``StepRecorder``), and the

@@ -109,6 +109,9 @@ def _grading_arguments(parser: argparse.ArgumentParser, jobs_help: str) -> None:
                              "together where the grader may make a memory cgroup; 0: none (default: %(default)s)")
     parser.add_argument("--no-sandbox", dest="sandbox", action="store_false",
                         help="run kernels without bubblewrap isolation (trusted submissions only)")
+    parser.add_argument("--no-localise", dest="localise", action="store_false",
+                        help="do not run a notebook a second time to localise the mistakes that its hints do not "
+                             "name (faster where many notebooks fail; the scores are the same)")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, metavar="N", help=jobs_help)
     cluster = parser.add_mutually_exclusive_group()  # instead of --jobs: grade on a Dask cluster's workers
     cluster.add_argument("--scheduler", metavar="ADDRESS",
@@ -124,7 +127,7 @@ def grading_options(args: argparse.Namespace) -> GradingOptions:
     """The one place the arguments become options."""
     return GradingOptions(source_dir=args.source, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, memory_limit=args.memory * 1024**2,
-                          sandbox=args.sandbox, warm_kernels=args.warm_kernels)
+                          sandbox=args.sandbox, warm_kernels=args.warm_kernels, localise=args.localise)
 
 
 def _release(args) -> int:

@@ -16,6 +16,7 @@ class GradingOptions:
     memory_limit: int = 4 * 1024**3  # bytes of address space per grading kernel; 0: none
     sandbox: bool = True  # run kernels in bubblewrap
     warm_kernels: bool = True  # fork kernels from a warm Python instead of starting each
+    localise: bool = True  # run a notebook again where its mistakes were not localised (engine.runner)
 
     def affecting_results(self) -> dict[str, Any]:
         """Every option whose change may change a grade (the cache keys on them): all but the

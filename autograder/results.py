@@ -61,6 +61,9 @@ class CellResult:
 # The grader's verdict on a test cell, in the cell's metadata of the autograded notebook
 # (the kernel cannot write metadata, and JudgeTests removes any the submission brought).
 VERDICT = "autograder_verdict"
+# In the autograded notebook's metadata: the graded names whose cases failed and whose mistake no
+# ladder of the kernel's localised (attention_checks.localise), written by JudgeTests.
+UNLOCALISED = "autograder_unlocalised"
 
 
 @dataclass(frozen=True)

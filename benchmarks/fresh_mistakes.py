@@ -159,11 +159,9 @@ def catalogues(grader: Path, assignments: list[str], kept: Path | None, describe
     return {a: set(hints) for a, hints in listed.items()}
 
 
-def graded(assignments: list[str], jobs: int, out_dir: Path | None, grader: Path, localise: bool) -> Results:
-    """Every fresh student of `assignments`, graded as one class by the command line of ``grader``;
-    with ``localise``, its kernels run every failed name's ladder (attention_checks.localise),
-    which the grader itself asks for only where a case raised; they run outside the sandbox, which
-    clears the kernels' environment."""
+def graded(assignments: list[str], jobs: int, out_dir: Path | None, grader: Path, *options: str) -> Results:
+    """Every fresh student of `assignments`, graded as one class by the command line of ``grader``,
+    with ``options`` (``--no-localise``: no second run that localises the failures)."""
     with tempfile.TemporaryDirectory() as tmp:
         root, out = Path(tmp) / "submitted", out_dir or Path(tmp) / "results"
         count = 0
@@ -172,8 +170,7 @@ def graded(assignments: list[str], jobs: int, out_dir: Path | None, grader: Path
                 make_submission(root, entry.name, assignment, entry.cells, added=entry.added)
                 count += 1
         started = time.monotonic()
-        process = grade(root, out, "--jobs", str(jobs), *(["--no-sandbox"] if localise else []), cwd=grader,
-                        env={"ATTENTION_CHECKS_LOCALISE": "all"} if localise else None)
+        process = grade(root, out, "--jobs", str(jobs), *options, cwd=grader)
         if process.returncode != 0:
             sys.exit(f"grading failed:\n{process.stderr}")
         print(f"graded {count} notebooks in {time.monotonic() - started:.0f} s (--jobs {jobs})", file=sys.stderr)
@@ -252,8 +249,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the grader's results here")
     parser.add_argument("--results", type=Path, help="sort an earlier --out instead of grading again")
     parser.add_argument("--json", action="store_true", help="print every verdict and the totals as JSON")
-    parser.add_argument("--localise", action="store_true", help="ask every kernel for the ladders of "
-                        "attention_checks.localise (ATTENTION_CHECKS_LOCALISE=all), as a grader's second pass would")
+    parser.add_argument("--no-localise", action="store_true", help="grade with --no-localise: no second run "
+                        "of a failing notebook that localises its mistakes (a grader before it has none)")
     parser.add_argument("--grader", metavar="REV", help="grade with this git revision's grader (default: the working tree)")
     args = parser.parse_args()
     assignments = args.assignments or [a for a in find_assignments(SOLUTIONS_DIR) if (FRESH / a).is_dir()]
@@ -262,8 +259,9 @@ def main() -> None:
     described = describe_grader(commit)
     with tempfile.TemporaryDirectory() as tmp:
         grader = unpack_grader(commit, Path(tmp)) if commit else REPO
+        options = ["--no-localise"] if args.no_localise else []
         results = Results.read(args.results) if args.results else graded(assignments, args.jobs, args.out, grader,
-                                                                          args.localise)
+                                                                          *options)
         found = verdicts(corpus, results, catalogues(grader, assignments, args.out or args.results, described))
     table = totals(found)
     if args.json:

@@ -89,7 +89,8 @@ def allowed_hints(entry: classroom.CorpusEntry) -> list[str]:
 
 def mistake_hints(assignment: str) -> set[str]:
     """Every hint a known mistake of the assignment's checks gives (answers' ``mistakes``), on every
-    case of the source notebook's test cells: each names one mistake."""
+    case of the source notebook's test cells: each names one mistake (a hint that the notebook's
+    other tests decide, in its words once they all pass too: ``Depends.passed``)."""
     nb = SourceNotebook(assignment)
     hints = set()
     for check in checks(assignment):
@@ -99,7 +100,8 @@ def mistake_hints(assignment: str) -> set[str]:
             for spec in nb.cases(gid):
                 case = judged(check, spec)
                 with quiet():
-                    hints |= {m.hint for m in answer_for(check).mistakes(case.x, case.spec, case.expected).values()}
+                    for m in answer_for(check).mistakes(case.x, case.spec, case.expected).values():
+                        hints |= {m.hint} | ({m.depends.passed} if m.depends else set())
     return hints
 
 

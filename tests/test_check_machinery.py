@@ -1078,3 +1078,32 @@ def test_a_matrix_product_hint_names_a_transpose_only_where_the_line_makes_one()
                for h in crash_hints(error.format("scores = q @ k.transpose(0, 1)"), {}))
     plain = crash_hints(error.format("scores = q @ w"), {})
     assert plain and not any("transpose" in h for h in plain), plain
+
+
+def test_a_hint_that_depends_on_other_tests_says_the_cause_the_grader_saw():
+    """08's training curve has two causes a student's own notebook cannot tell apart (judged one test
+    at a time, its hint words both); the grader has judged the model's parts first, and says the
+    cause their own tests show: the parts that failed, or dropout once they all pass (issue 59)."""
+    from attention_checks.answers import decoder as answers_08
+    from attention_checks.answers.judging import judge, judged
+    from attention_checks.record import Outcome
+    from attention_checks.registry import load_all
+
+    (check,) = [c for c in load_all().values() if c.name == "training"]
+    cases = [dict()]
+    right = judged(check, cases[0]).expected["losses"]
+    first_loss_off = [Outcome((right + 0.5).to(torch.float32))]  # every loss off, the first included
+
+    def hints(seen):
+        report = judge(check, cases, first_loss_off, points=2, seen=seen)
+        return [line.strip() for line in report.text.splitlines() if line.strip().startswith("hint:")]
+
+    (both,) = hints(None)
+    assert answers_08.FIRST_LOSS_DIFFERS in both and "If your Transformer passes its own test" in both
+    assert hints({"DecoderLayer": True}) == [both]  # Decoder and Transformer not judged: undecided
+    (one_failed,) = hints({"DecoderLayer": True, "Decoder": False, "Transformer": True})
+    assert one_failed.startswith("hint: Your Decoder fails its own tests above: ") and "dropout" not in one_failed
+    (two_failed,) = hints({"DecoderLayer": False, "Decoder": True, "Transformer": False})
+    assert two_failed.startswith("hint: Your DecoderLayer and Transformer fail their own tests above: ")
+    (passed,) = hints({"DecoderLayer": True, "Decoder": True, "Transformer": True})
+    assert answers_08.PARTS_PASS in passed and "dropout" in passed and " If " not in passed

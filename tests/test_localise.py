@@ -317,6 +317,11 @@ def test_the_grader_reads_the_ladder_from_the_record():
                             cases, points=1)
     assert localising.LEAD not in plain.text and localising.LEAD in located.text
     assert plain.score == located.score
+    # what the grader's second run asks the kernel for: the failed name that no ladder localised
+    assert plain.unlocalised == "flash_attention" and located.unlocalised == ""
+    right = _report("flash_attention", _model_object("flash_attention"), cases, None)
+    unfinished = judge(check, cases, [Outcome(error="NotImplementedError", not_implemented=True)], points=1)
+    assert right.unlocalised == unfinished.unlocalised == ""
 
 
 def _recorded_payloads(monkeypatch) -> list[dict]:
@@ -383,6 +388,18 @@ def test_a_catalogued_diagnosis_matched_by_chance_is_refuted_by_the_cases_it_con
     assert any(ignores in hint for hint in judging.refuted_by_ladder(check, run_ladder(check, from_one)))
     located = _report("apply_rope", from_one, cases, run_ladder(check, from_one)).text
     assert ignores not in located and localising.LEAD in located, located
+
+
+def test_a_diagnosis_with_several_forms_stands_where_one_of_them_gives_the_codes_values():
+    """Masks taken as "keep" masks (tests/corpus/05-masks/attention_inverted): the catalogue's forms
+    of an inverted mask invert one mask or their union, and on each wrong rung one of them gives the
+    code's values (rows with every key masked give NaN in both), so the ladder keeps the diagnosis
+    that the student's own test names."""
+    (entry,) = [e for e in load_corpus("05-masks", cli=True) if e.name == "attention_inverted"]
+    student = SourceNotebook("05-masks").student(entry.cells)["masked_attention"]
+    check = CHECKS["masked_attention"]
+    refuted = judging.refuted_by_ladder(check, run_ladder(check, student))
+    assert not any(entry.hint in hint for hint in refuted), refuted
 
 
 def test_a_diagnosis_must_reproduce_the_code_on_every_localising_case():

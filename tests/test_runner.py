@@ -238,3 +238,44 @@ def test_an_autograded_notebook_is_read_as_nbformat_reads_it():
             read = read_autograded(version)
             assert read == nbformat.reads(version, as_version=4) and isinstance(read, nbformat.NotebookNode)
             assert read.cells and read.nbformat == 4
+
+
+# 01's attention_scores compares every sentence with the first one's tokens: wrong values, which a
+# grading kernel cannot tell (it holds no answer), so its first run records no ladder
+BATCH_MIXED = "def attention_scores(x):\n    return x @ x[0].transpose(-2, -1)\n"
+
+
+def test_a_second_run_localises_a_failure_and_never_changes_a_score(tmp_path, monkeypatch):
+    """A notebook whose failure no ladder localised runs again, its kernel asked for that name's
+    ladder (issue 59): its hint then says where the outputs go wrong, with the same scores. That
+    run counts only where it scores as the first did: code that is right once it sees the grader
+    ask gets the first run's grade, graded a third time as at first."""
+    from attention_checks.answers.localising import LEAD
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # as the CLI does
+    make_submission(tmp_path / "class", "planted", ASSIGNMENT, {"attention_scores": BATCH_MIXED})
+    # right from the moment it meets the ladder's first case (float64, one sentence of two tokens)
+    right_once_asked = ("SEEN = []\n\ndef attention_scores(x):\n"
+                        "    if tuple(x.shape) == (1, 2, 2) and x.dtype == torch.float64:\n        SEEN.append(1)\n"
+                        "    return x @ (x if SEEN else x[0]).transpose(-2, -1)\n")
+    make_submission(tmp_path / "class", "hostile", ASSIGNMENT, {"attention_scores": right_once_asked})
+
+    def graded(localise: bool) -> dict:
+        course = Course(tmp_path / f"course-{localise}", GradingOptions(SOLUTIONS_DIR, localise=localise))
+        course.generate_all()
+        groups = [[s] for s in discover(tmp_path / "class", course.assignments,
+                                        {ASSIGNMENT: course.notebooks(ASSIGNMENT)})]
+        with kernel_environment():
+            return {result.student_id: (result, page) for group in groups for result, page in grade_group(course, group)}
+
+    plain, localised = graded(localise=False), graded(localise=True)
+    for student in ("planted", "hostile"):
+        assert localised[student][0].status == Status.OK
+        assert [(t.grade_id, t.points) for t in localised[student][0].tests] == \
+               [(t.grade_id, t.points) for t in plain[student][0].tests]
+        assert LEAD not in plain[student][0].autograded
+    (failed,) = [t for t in localised["planted"][0].tests if t.grade_id == "test_attention_scores"]
+    assert not failed.passed and LEAD in failed.message and "batch" in failed.message, failed.message
+    assert LEAD in localised["planted"][1]  # the feedback page says it too
+    hostile = localised["hostile"][0]
+    assert hostile.score == plain["hostile"][0].score < hostile.max_score and LEAD not in hostile.autograded

@@ -32,6 +32,30 @@ class Fit:
         return FITS[self.test](got, **self.args)
 
 
+@dataclass(frozen=True)
+class Depends:
+    """A mistake whose cause depends on whether other graded names of the notebook pass their own
+    tests (a training run trains a model built from the student's classes: a forward pass that
+    differs there, or one that does not, are two causes). Where the grader saw every one of
+    ``names`` pass, the hint is ``passed``; where it saw some fail, it names them and says
+    ``failed``; else (the student's own notebook, judged one test at a time) the mistake's own
+    hint, which words both conditions."""
+
+    names: tuple[str, ...]
+    passed: str
+    failed: str  # after "Your Decoder fails its own tests above: "
+
+    def said(self, seen: Mapping[str, bool]) -> str | None:
+        """The hint for ``seen`` (graded name -> whether every test of it passed so far), or None
+        where it does not decide."""
+        failed = [name for name in self.names if seen.get(name) is False]
+        if failed:
+            names = " and ".join([", ".join(failed[:-1]), failed[-1]] if len(failed) > 1 else failed)
+            one = len(failed) == 1
+            return f"Your {names} fail{'s' * one} {'its' if one else 'their'} own tests above: {self.failed}"
+        return self.passed if all(seen.get(name) for name in self.names) else None
+
+
 @dataclass
 class Mistake:
     """What a specific buggy implementation would return, and a hint about it.
@@ -39,11 +63,13 @@ class Mistake:
     Most mistakes are one output: the buggy version's, computed on the case's inputs. A mistake
     whose output is not one value (a decoder that samples its tokens, a training run that stops
     learning) gives `fits` instead: a test on the student's outputs (name -> value); `outputs`
-    then only names what it explains (its values None)."""
+    then only names what it explains (its values None). `depends`: a hint that the other graded
+    names' own tests decide (Depends)."""
 
     hint: str
     outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
     fits: Fit | None = None
+    depends: Depends | None = None
 
 
 def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:

@@ -24,7 +24,7 @@ from ..decoder import (
 )
 from ..modules import seeded
 from ..toy_models import ToyTranslator
-from .catalogue import Answer, Fit, Mistake
+from .catalogue import Answer, Depends, Fit, Mistake
 
 Tensor = torch.Tensor
 
@@ -476,28 +476,47 @@ def _training_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                                    "reaches the Transformer or the embeddings (a .detach() on the Transformer's "
                                    "output, or the forward pass under torch.no_grad()).",
                                    dict(losses=_training_losses(x, spec, "output detached"))),
-        # no known run matches: what the curve itself says
+        # no known run matches: what the curve itself says, and its cause where the grader has seen
+        # whether the model's parts pass their own tests (_decided_by_the_parts)
         "first loss differs": Mistake(
-            "Your first loss, before any update, already differs: in training mode your model computes something "
-            "else than nn.Transformer does. If your Transformer passes its own test (run in eval mode), the "
-            "difference is what training mode switches on: dropout. Every dropout must use the dropout given to "
-            "__init__ (0.0 here): pass it on to every layer and nn.MultiheadAttention, and use "
-            "F.dropout(x, p, training=self.training). Otherwise the Transformer test's hint names the mistake.",
-            dict(losses=None), fits=Fit("first_loss_differs", curve)),
+            f"{FIRST_LOSS_DIFFERS} If your Transformer passes its own test (run in eval mode), {IN_TRAINING_MODE} "
+            "Otherwise the Transformer test's hint names the mistake.",
+            dict(losses=None), fits=Fit("first_loss_differs", curve),
+            depends=_decided_by_the_parts(f"{FIRST_LOSS_DIFFERS} {PARTS_PASS}, so {IN_TRAINING_MODE}")),
         "learns less": Mistake(
-            "Your first loss agrees with the reference's (within the tolerance) but your losses fall more slowly "
-            "and end higher. If your Transformer fails its own test, that test's hint names the mistake (a small "
-            "difference in the forward pass grows as the model trains). If it passes, part of the model does not "
-            "learn: some weights get no gradient (a .detach() or torch.no_grad() inside your Transformer, weights "
-            "kept as plain tensors instead of nn.Parameter) or are shared between two roles.",
-            dict(losses=None), fits=Fit("learns_less", curve)),
+            f"{LEARNS_LESS} If your Transformer fails its own test, that test's hint names the mistake (a small "
+            f"difference in the forward pass grows as the model trains). If it passes, {NO_GRADIENT}",
+            dict(losses=None), fits=Fit("learns_less", curve),
+            depends=_decided_by_the_parts(f"{LEARNS_LESS} {PARTS_PASS}, so {NO_GRADIENT}")),
         "learns otherwise": Mistake(
-            "Your first loss agrees with the reference's (within the tolerance) but the later ones differ. If your "
-            "Transformer fails its own test, that test's hint names the mistake. If it passes, the gradients "
-            "differ from nn.Transformer's (a .detach() or torch.no_grad() inside your Transformer, weights kept "
-            "as plain tensors, or weights shared between two roles).", dict(losses=None),
-            fits=Fit("learns_otherwise", curve)),
+            f"{LEARNS_OTHERWISE} If your Transformer fails its own test, that test's hint names the mistake. If it "
+            f"passes, {OTHER_GRADIENTS}", dict(losses=None), fits=Fit("learns_otherwise", curve),
+            depends=_decided_by_the_parts(f"{LEARNS_OTHERWISE} {PARTS_PASS}, so {OTHER_GRADIENTS}")),
     }
+
+
+# what a training curve says, and its causes (the training test's hints, above)
+FIRST_LOSS_DIFFERS = ("Your first loss, before any update, already differs: in training mode your model computes "
+                      "something else than nn.Transformer does.")
+IN_TRAINING_MODE = ("the difference is what training mode switches on: dropout. Every dropout must use the dropout "
+                    "given to __init__ (0.0 here): pass it on to every layer and nn.MultiheadAttention, and use "
+                    "F.dropout(x, p, training=self.training).")
+LEARNS_LESS = ("Your first loss agrees with the reference's (within the tolerance) but your losses fall more slowly "
+               "and end higher.")
+NO_GRADIENT = ("part of the model does not learn: some weights get no gradient (a .detach() or torch.no_grad() "
+               "inside your Transformer, weights kept as plain tensors instead of nn.Parameter) or are shared "
+               "between two roles.")
+LEARNS_OTHERWISE = "Your first loss agrees with the reference's (within the tolerance) but the later ones differ."
+OTHER_GRADIENTS = ("the gradients differ from nn.Transformer's (a .detach() or torch.no_grad() inside your "
+                   "Transformer, weights kept as plain tensors, or weights shared between two roles).")
+PARTS_PASS = "Your DecoderLayer, Decoder and Transformer pass their own tests (run in eval mode)"
+
+
+def _decided_by_the_parts(passed: str) -> Depends:
+    """The training curve's cause once the grader has seen the model's parts' own tests."""
+    return Depends(("DecoderLayer", "Decoder", "Transformer"), passed,
+                   "the training test trains a model built from your classes, so a forward pass that differs "
+                   "changes every loss. Fix what those tests' hints say first.")
 
 
 ANSWERS = {

@@ -823,8 +823,9 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
     """The known mistakes (by hint) that the check's localising cases contradict: a mistake is kept
-    only where it reproduces the student's outputs on every one the code gets wrong (where it
-    determines them). A
+    only where one of its forms (the same hint) reproduces the student's outputs on every one the
+    code gets wrong (where it determines them; entries that are not finite in both, a row with
+    every key masked, are compared as refuted_mistakes compares them). A
     mistake that would have been right where the code is wrong is refuted (RoPE frequencies from
     index one are wrong at positions 0 and 1, where rotating by 0, 1, ..., L-1 whatever the
     positions is right), and so is one that gives other values than the code (scores divided by
@@ -839,12 +840,31 @@ def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
             continue
         case = judged(check, spec, REFERENCES)
         got, problem = _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
+        gives, parts = set(), set()  # a mistake's forms count together: one that gives the code's values keeps it
         for mistake in REFERENCES.mistakes(check, case):
             outputs = {name: out for name, out in mistake.outputs.items() if out is not None}
-            if mistake.fits is None and outputs and (problem or not all(
-                    close(got.get(name), out, case.dtype, equal_nan=True) for name, out in outputs.items())):
-                refuted.update(named_mistakes(mistake.hint))
+            if mistake.fits is not None or not outputs:
+                continue
+            named = named_mistakes(mistake.hint)
+            if not problem and all(close(got.get(name), out, case.dtype, equal_nan=True)
+                                   for name, out in outputs.items()):
+                gives.update(named)
+            elif problem or any(_differ_where_finite(got.get(name), out, case.dtype) for name, out in outputs.items()):
+                parts.update(named)
+        refuted |= parts - gives
     return refuted
+
+
+def decide_dependent_hints(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult],
+                           seen: Mapping[str, bool]) -> None:
+    """A hint whose cause depends on the notebook's other tests (a mistake's ``Depends``) says the
+    cause that the tests the grader saw decide: never both conditions where it knows which holds."""
+    for case, result in zip(built, results):
+        if result.fraction >= 1:
+            continue
+        decided = {m.hint: said for m in case.source.mistakes(check, case)
+                   if m.depends is not None and (said := m.depends.said(seen)) is not None}
+        result.hints = [decided.get(hint, hint) for hint in result.hints]
 
 
 def add_finding(results: Sequence[CaseResult], found: str | None) -> None:
@@ -866,6 +886,9 @@ class Report:
     score: float
     points: float
     text: str
+    # the graded name, where its cases failed and no ladder of the kernel's localised them although
+    # the grader could (the grader's second run asks the kernel for it: autograder.engine.runner)
+    unlocalised: str = ""
 
     def deliver(self):
         """What nbgrader reads from a test cell (see the module docstring)."""
@@ -904,12 +927,15 @@ def _forbidden_text(name: str, found: Sequence[str], points: float) -> str:
 def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence[Outcome], *, points: float,
           forbidden: Sequence[str] = (), devices: Sequence[str] | None = None, shown: int = 3,
           most: int = 5, quoting: Quoting = AS_IS, source: Any = None,
-          not_run: Mapping[str, str] | None = None, ladder: Ladder | None = None) -> Report:
+          not_run: Mapping[str, str] | None = None, ladder: Ladder | None = None,
+          seen: Mapping[str, bool] | None = None) -> Report:
     """The report on a check's outcomes; `devices`: where each case's inputs were (default: recorded);
     `quoting`: how it quotes the student's code (`Sealed` once a grading kernel has run hidden tests);
     `source`: where the answers come from (default_source); `not_run`: names that cells which do not
     compile define -> what to say of their cell; `ladder`: what the kernel's localising cases did
-    (localise), which says where the outputs go wrong when the check fails (``localised``)."""
+    (localise), which says where the outputs go wrong when the check fails (``localised``); `seen`:
+    the notebook's graded names judged before this one -> whether every test of theirs passed (what
+    a hint that depends on them says: ``Depends``)."""
     if forbidden:
         return Report(0.0, points, _forbidden_text(check.name, list(dict.fromkeys(forbidden)), points))
     try:
@@ -920,6 +946,8 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
         devices = [str(b.x.like.device) if b.x.like is not None else "cpu" for b in built]
     results = [judge_case(check, o, b, d, quoting, not_run) for o, b, d in zip(outcomes, built, devices)]
     verify_claims(check, built, results, quoting, ladder)
+    if seen:
+        decide_dependent_hints(check, built, results, seen)
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction < 1:
         add_finding(results, localised(check, ladder))
@@ -949,7 +977,8 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
             report.append("    hint: as above")
     if len(failed) > listed:
         report.append(f"\n... and {len(failed) - listed} more failing case(s)")
-    return Report(score, points, "\n".join(report))
+    can_localise = ladder is None and check.axes is not None and default_source(check) is REFERENCES
+    return Report(score, points, "\n".join(report), unlocalised=check.name if can_localise else "")
 
 
 def not_run_text(name: str, said: str, points: float) -> str:
@@ -963,12 +992,13 @@ def not_run_text(name: str, said: str, points: float) -> str:
 
 def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]], *, points: float,
                   found: Sequence[str] = (), quoting: Quoting = AS_IS, missing: str | None = None,
-                  not_run: Mapping[str, str] | None = None) -> Report:
+                  not_run: Mapping[str, str] | None = None, seen: Mapping[str, bool] | None = None) -> Report:
     """The grader's side: a test cell's record from the kernel, and the forbidden uses the grader
     found in the student's source (`found`); the kernel's own observation can only add to them.
     `quoting`: how the report quotes what the kernel recorded. `missing`: what to say of the cell
     that defines the graded object when Python cannot compile it; `not_run`: every name such cells
-    define -> the same (a case that raised NameError for one of them says so)."""
+    define -> the same (a case that raised NameError for one of them says so); `seen`: the notebook's
+    graded names judged before -> whether every test of theirs passed (judge)."""
     if not isinstance(record, dict) or not isinstance(record.get("outcomes"), list) \
             or len(record["outcomes"]) != len(cases):
         if missing:
@@ -987,4 +1017,4 @@ def judge_records(check: "Check", record: Any, cases: Sequence[Mapping[str, Any]
     uses = [by_name.get(n, n) for n in dict.fromkeys([*map(str, found), *kernel_seen])]
     uses.sort(key=lambda use: str(use) in ALWAYS_FORBIDDEN)  # the mirrored function first, the ways of hiding it after
     return judge(check, cases, outcomes, points=points, forbidden=uses, devices=devices, quoting=quoting,
-                 not_run=not_run, ladder=decode_ladder(record.get("localising"), check))
+                 not_run=not_run, ladder=decode_ladder(record.get("localising"), check), seen=seen)

@@ -20,7 +20,7 @@ from autograder.grading.course import COURSE_ID, Course, nbgrader_id
 from autograder.grading.rebuild import identify
 from autograder.grading.steps import WORKER_MODULES
 from autograder.options import GradingOptions
-from autograder.results import NotebookResult, Status, observed_status, test_results
+from autograder.results import UNLOCALISED, NotebookResult, Status, observed_status, test_results
 from autograder.submissions import Submission, drop_broken_grade_ids, load_notebook
 
 
@@ -64,9 +64,13 @@ def grade_assignment(course: Course, submissions: list[Submission], raise_failur
 
     if to_grade:
         outcome = course.api.autograde(assignment, student_id, force=True, create=True)
+        if outcome["success"]:
+            graded = {sub.notebook: _read_result(course, sub) for sub in to_grade}
+            if course.localise:
+                outcome, graded = _localised(course, to_grade, graded)
         for sub in to_grade:
             if outcome["success"]:
-                results[sub.notebook] = _read_result(course, sub)
+                results[sub.notebook] = graded[sub.notebook]
             else:
                 reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")]))
                                          or "nbgrader failed")
@@ -78,6 +82,44 @@ def grade_assignment(course: Course, submissions: list[Submission], raise_failur
         if outcome["success"]:
             course.api.generate_feedback(assignment, student_id, force=True)
     return [results[sub.notebook] for sub in submissions]
+
+
+def _localised(course: Course, to_grade: list[Submission],
+               graded: dict[str, NotebookResult]) -> tuple[dict, dict[str, NotebookResult]]:
+    """The outcome and results of a second run of the student's notebooks, whose kernels run the
+    ladders (attention_checks.localise) of the graded names that failed with no ladder to localise
+    their mistake: a grading kernel holds no answer, so it cannot tell wrong values itself. A
+    notebook whose names all pass, or whose failures were localised already, runs once.
+
+    The second run counts only where every notebook gets the same status and the same points in
+    every cell as in the first (a deterministic notebook does: the ladder runs after a check's
+    declared cases and puts the random state back). Else (code whose results change from run to
+    run, or that behaves otherwise once it sees the grader ask for ladders) the notebooks are
+    graded a third time as the first time, and that run counts: asking for a ladder can never
+    raise a score."""
+    wanted = sorted({name for result in graded.values() for name in _unlocalised(result)})
+    if not wanted:
+        return {"success": True}, graded
+    sub = to_grade[0]
+    outcome = course.api.autograde(sub.assignment, sub.student_id, force=True, create=True, localise=wanted)
+    if outcome["success"]:
+        again = {s.notebook: _read_result(course, s) for s in to_grade}
+        if all(_scores(again[name]) == _scores(result) for name, result in graded.items()):
+            return outcome, again
+    outcome = course.api.autograde(sub.assignment, sub.student_id, force=True, create=True)
+    return outcome, {s.notebook: _read_result(course, s) for s in to_grade} if outcome["success"] else {}
+
+
+def _unlocalised(result: NotebookResult) -> list[str]:
+    """The graded names whose failures JudgeTests found not localised in this notebook."""
+    if all(test.passed is not False for test in result.tests):
+        return []  # (no test failed: the autograded notebook need not be read again)
+    names = read_autograded(result.autograded).metadata.get(UNLOCALISED, [])
+    return [name for name in names if isinstance(name, str)]
+
+
+def _scores(result: NotebookResult) -> tuple:
+    return result.status, [(test.grade_id, test.points) for test in result.tests]
 
 
 # Cells a submission may add to the assignment's own: far more than trying things out needs,

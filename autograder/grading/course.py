@@ -15,6 +15,7 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Sequence
 
 import nbformat
 import nbgrader
@@ -65,9 +66,15 @@ class NbGraderConverters(NbGraderAPI):
         with self._one_at_a_time:
             return super().generate_assignment(*args, **kwargs)
 
-    def autograde(self, *args, **kwargs):
+    def autograde(self, *args, localise: Sequence[str] = (), **kwargs):
+        """nbgrader's autograde; ``localise``: graded names whose ladders the kernel runs
+        (SandboxedExecute.localise), for this run only."""
         with self._one_at_a_time:
-            return super().autograde(*args, **kwargs)
+            self.config.SandboxedExecute.localise = ",".join(localise)
+            try:
+                return super().autograde(*args, **kwargs)
+            finally:
+                self.config.SandboxedExecute.localise = ""
 
     def generate_feedback(self, *args, **kwargs):
         with self._one_at_a_time:
@@ -207,6 +214,7 @@ class Course:
                               "--no-sandbox to grade without isolation")
         self.root = Path(root)
         self.source_dir = Path(options.source_dir)
+        self.localise = options.localise
         if copy_of:
             shutil.copytree(copy_of, self.root, ignore=NOT_COPIED)
         known = find_assignments(self.source_dir)

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import io
 import re
+from dataclasses import replace
 from types import CodeType
 from typing import Any, Sequence
 
@@ -33,7 +34,7 @@ from attention_checks.record import MIME
 from autograder.cells import (MEMORY_BOUND, grade_id_of, holds_hidden_tests, is_student_cell, is_test_cell,
                              nbgrader_metadata)
 from autograder.grading.scanner import SourceScanner, StudentObject
-from autograder.results import VERDICT, CellVerdict, executor_error, memory_used, observed
+from autograder.results import UNLOCALISED, VERDICT, CellVerdict, executor_error, memory_used, observed
 
 
 class _CellNamespace(dict):
@@ -120,10 +121,12 @@ class JudgedCheck:
     data (in the kernel, the same check prints it or raises it)."""
 
     def __init__(self, check: registry.Check, replay: Replay, scanner: SourceScanner, quoting: Quoting,
-                 reports: list[Report], memory_used: int | None = None, not_run: CellsThatDoNotRun | None = None):
+                 reports: list[Report], memory_used: int | None = None, not_run: CellsThatDoNotRun | None = None,
+                 seen: dict[str, bool] | None = None):
         self.check, self.replay, self.scanner, self.quoting, self.reports = check, replay, scanner, quoting, reports
         self.memory_used = memory_used  # the cell's, measured by the sandbox (None: not measured)
         self.not_run = not_run or CellsThatDoNotRun([])
+        self.seen = {} if seen is None else seen  # graded name -> every test of it passed so far
 
     def __call__(self, student: Any, *, points: float, cases, device: Any = None) -> None:
         found = self.scanner.uses(student, self.check.forbidden_names) + self.scanner.outside_allowlist(student)
@@ -131,12 +134,13 @@ class JudgedCheck:
         name = getattr(student, "name", None)
         report = judge_records(self.check, record, cases, points=points, found=found, quoting=self.quoting,
                                missing=self.not_run.defining(name) if isinstance(name, str) else None,
-                               not_run=self.not_run.all())
+                               not_run=self.not_run.all(), seen=dict(self.seen))
         bounds = [self.check.spec(case).get(MEMORY_BOUND) for case in cases]
         if any(bounds):
-            report = judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
-                                  self.quoting)
+            report = replace(judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
+                                          self.quoting), unlocalised=report.unlocalised)
         self.reports.append(report)
+        self.seen[self.check.name] = self.seen.get(self.check.name, True) and report.score >= report.points
 
 
 MIB = 2**20
@@ -191,9 +195,20 @@ class JudgeTests(NbGraderPreprocessor):
     verdicts quote nothing the code chose freely (``Sealed``): what a case raised is its
     exception's type and the student's own line, a wrong result is its shape and how far it is
     off; the hints stay. Until there, the kernel has seen no hidden test, and its errors and
-    values are quoted as the student's own notebook quotes them."""
+    values are quoted as the student's own notebook quotes them.
+
+    The graded names whose cases failed without a ladder of the kernel's to localise the mistake
+    go into the notebook's metadata (``UNLOCALISED``): the grader may run the notebook again,
+    asking the kernel for their ladders (``engine.runner``). Each check is told which graded names
+    the cells before it passed in full (``seen``): a hint whose cause depends on them says it."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.unlocalised: set[str] = set()
+        self.seen: dict[str, bool] = {}  # graded name -> every test of it passed, in the cells judged so far
 
     def preprocess(self, nb, resources):
+        self.unlocalised, self.seen = set(), {}
         student_sources = [c.source for c in nb.cells if is_student_cell(c)]
         scanner = SourceScanner(student_sources, [c.source for c in nb.cells
                                                   if c.get("cell_type") == "code" and not is_student_cell(c)])
@@ -207,6 +222,9 @@ class JudgeTests(NbGraderPreprocessor):
             if is_test_cell(cell):
                 verdict, cell.outputs = self.judge(cell, scanner, quoting, not_run)
                 verdict.write(cell)
+        nb.metadata.pop(UNLOCALISED, None)  # only the grader's own note counts
+        if self.unlocalised:
+            nb.metadata[UNLOCALISED] = sorted(self.unlocalised)
         return nb, resources
 
     def judge(self, cell, scanner: SourceScanner, quoting: Quoting,
@@ -225,7 +243,7 @@ class JudgeTests(NbGraderPreprocessor):
         # the check names mean: judge the cell's next record (every other name is the student's)
         used = memory_used(cell)
         shared = {"__builtins__": builtins, **{name: JudgedCheck(check, replay, scanner, quoting, reports, used,
-                                                                 not_run)
+                                                                 not_run, self.seen)
                                                for name, check in registry.load_all().items()}}
         error = None  # (the error's name, its text)
         try:
@@ -238,6 +256,8 @@ class JudgeTests(NbGraderPreprocessor):
             printed, reports = io.StringIO(), []
             error = ("CheckFailed", "this test's recorded results were tampered with (a record that the test's own "
                      "checks did not emit, or one too many): 0 points for this test")
+        if not error:
+            self.unlocalised.update(r.unlocalised for r in reports if r.unlocalised)
         if printed.getvalue():
             outputs.append(new_output("stream", name="stdout", text=printed.getvalue()))
             parts.append(printed.getvalue())

@@ -27,6 +27,7 @@ from nbformat.v4 import new_output
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, Type, Unicode
 
+from attention_checks.localise import LOCALISE_VARIABLE
 from attention_checks.record import MIME
 
 from autograder.cells import holds_hidden_tests, is_test_cell, measures_memory
@@ -199,6 +200,9 @@ class SandboxedExecute(Execute):
     max_notebook_output_bytes = Integer(8 * 1024**2, help="output kept per notebook, all cells together; the rest "
                                         "is dropped").tag(config=True)
     max_record_bytes = Integer(64 * 1024**2, help="check records kept per notebook").tag(config=True)
+    localise = Unicode("", help="graded names, comma-separated, whose ladders the kernel runs (attention_checks."
+                       "localise): the grader's second run of a notebook whose mistakes were not localised").tag(
+        config=True)
 
     def __init__(self, **kwargs):
         # nbgrader's Execute would make it jupyter_client's, whose kernels race for TCP ports;
@@ -215,6 +219,7 @@ class SandboxedExecute(Execute):
         self._notebook_bytes, self._notebook_cut = 0, False
         self._after_hidden, self._interrupted, self._oom_kills_seen = False, False, 0
         self._at_start: dict | None = None  # the kernel's confinement before its first cell
+        self._asked_for_ladders = not self.localise
         # Each cell may run for its own timeout, but never past the notebook's deadline.
         self.timeout_func = lambda cell: max(0.1, min(self.timeout, self._deadline - time.monotonic()))
         return super().preprocess(nb, resources, km=km)
@@ -234,6 +239,8 @@ class SandboxedExecute(Execute):
         if self._at_start is None:
             self._at_start = self.km.confinement() if hasattr(self.km, "confinement") else {}
         try:
+            if not self._asked_for_ladders:
+                self._ask_for_ladders(cell)
             start = self._start_measure(cell) if measures_memory(cell) else {}
             self._check_assign_resources(resources)
             cell = self.execute_cell(cell, index, store_history=not test)
@@ -253,6 +260,15 @@ class SandboxedExecute(Execute):
         except CellTimeoutError:  # no reply, even to the interrupt: the next cells still get their turn
             self._observe(cell, "cell_timeout")
         return cell, resources
+
+    def _ask_for_ladders(self, cell) -> None:
+        """Tell the kernel, before the notebook's first cell, which names' ladders to run, the way
+        attention_checks.localise reads it (a variable of its environment). The student's code can
+        read it too: it learns only that the grader runs the notebook a second time, whose scores
+        count only where they are the first run's (``engine.runner``)."""
+        self._asked_for_ladders = True
+        told = f"__import__('os').environ[{LOCALISE_VARIABLE!r}] = {self.localise!r}"
+        self.wait_for_reply(self.kc.execute(told, silent=True, store_history=False), cell)
 
     def _memory(self, reset: bool = False) -> dict:
         return self.km.memory(reset) if hasattr(self.km, "memory") else {}
