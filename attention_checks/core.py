@@ -81,11 +81,18 @@ def with_defaults(spec: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[
     return {**defaults, **spec}
 
 
+# A case key: the seed of the random numbers a check's call lets the student's code draw (0 unless a
+# localising rung draws them anew, to see whether the code draws any: localise.Axes.reseeded). It
+# changes no input.
+RESEED = "draw_seed"
+
+
 def case_seed(spec: Mapping[str, Any], salt: str = "") -> int:
-    """The case's own seed, or one derived from its content (stable across runs and machines)."""
+    """The case's own seed, or one derived from its content (stable across runs and machines;
+    RESEED aside, which changes no input)."""
     if spec.get("seed") is not None:
         return int(spec["seed"])
-    text = salt + repr(sorted((str(k), repr(v)) for k, v in spec.items()))
+    text = salt + repr(sorted((str(k), repr(v)) for k, v in spec.items() if k != RESEED))
     return zlib.crc32(text.encode())
 
 

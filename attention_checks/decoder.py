@@ -11,7 +11,7 @@ A case is a small dict; every key is optional:
     Transformer:   the DecoderLayer keys, num_encoder_layers=1, num_decoder_layers=1,
                    src_mask=None | "random"
     shift_right:   batch=2, T=5, start_token=1, vocab=10, dtype="int64", seed
-    greedy_decode: batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64", seed
+    greedy_decode: batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64", draw_seed=0, seed
     training:      batch=8, S=5, T=6, E=16, nhead=2, F=32, num_encoder_layers=1,
                    num_decoder_layers=1, vocab=11, steps=15, lr=0.5, src_padding=False, seed
 
@@ -43,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .cases import Inputs, Spec
-from .core import as_dtype, randn
+from .core import RESEED, as_dtype, randn
 from .inputs import pad_mask, padding_lengths
 from .modules import (build_student_module, hide_padding, load_student_module, marker as module_marker, seeded,
                       watch_modules)
@@ -350,8 +350,9 @@ def _greedy_inputs(c: Spec, gen: torch.Generator) -> Inputs:
 def _greedy_call(fn: Any, inputs: Inputs, spec: Spec) -> Any:
     model = ToyTranslator(inputs.extra["state"]).eval()
     args = dict(inputs.args, model=model)
-    # a decoder that samples (a bug) draws the same tokens at every grading, and the student's RNG is left alone
-    with seeded(0):
+    # a decoder that samples (a bug) draws the same tokens at every grading, and the student's RNG is left alone;
+    # a localising rung draws them from another seed (RESEED), to see whether the code draws at all
+    with seeded(int(spec[RESEED])):
         return fn(*args.values())
 
 
@@ -366,8 +367,10 @@ GREEDY_AXES = ladder(
     dict(batch=1, S=2, max_len=2),
     axis("2 steps", "each step: the model on all tokens so far, the last position's most likely token",
          (dict(max_len=1), "one step"), downward=True),
+    # the last rung draws the random numbers anew: right or wrong alike for code that draws none, it
+    # tells whether the code draws any (judging.refuted_by_ladder)
     axis("2 steps", "each step: the model on all tokens so far, the last position's most likely token",
-         (dict(max_len=5), "5 steps")),
+         (dict(max_len=5), "5 steps"), (dict(max_len=5, **{RESEED: 1}), "5 steps from another random seed")),
     axis("start token 1", "the start token you are given", (dict(start_token=3), "start_token=3")),
     axis("one sequence", "how the sequences are kept apart", (dict(batch=3), "3 sequences")),
 )
@@ -375,7 +378,7 @@ GREEDY_AXES = ladder(
 check_greedy_decode = declare(Check(
     name="greedy_decode", assignment="08-decoder",
     axes=GREEDY_AXES,
-    defaults=dict(batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64"),
+    defaults={**dict(batch=2, S=5, max_len=6, start_token=1, vocab=7, dtype="int64"), RESEED: 0},
     inputs=_greedy_inputs, call=_greedy_call, describe=_greedy_describe, on_device=False,
 ))
 

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from .core import describe_error, quiet
+from .core import RESEED, describe_error, quiet
 from .record import Outcome, _decode, _encode, _encode_outcome, decode_outcome
 
 if TYPE_CHECKING:
@@ -103,6 +103,18 @@ class Axes:
         if len(found) > MOST_CASES:
             raise ValueError(f"{len(found)} localising cases; at most {MOST_CASES}")
         return found
+
+    def reseeded(self) -> tuple[int, int] | None:
+        """Two cases that differ only in the seed of the random numbers the code may draw (RESEED):
+        their indices among ``cases()``, the first case's first; None where no rung reseeds."""
+        found = self.cases()
+        for index, case in enumerate(found):
+            if case.get(RESEED):
+                twin = {key: value for key, value in case.items() if key != RESEED}
+                first = next((i for i, other in enumerate(found) if other == twin), None)
+                if first is not None:
+                    return first, index
+        return None
 
     def numbered(self, axis: Axis) -> Iterator[tuple[int, Step]]:
         """An axis's rungs with their index among ``cases()``."""

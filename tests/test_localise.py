@@ -422,3 +422,30 @@ def test_a_diagnosis_must_reproduce_the_code_on_every_localising_case():
     located = _report("simple_self_attention", by_batch, cases, ladder).text
     assert withdrawn and not any(hint in plain for hint in withdrawn), plain
     assert not any(hint in located for hint in withdrawn) and localising.LEAD in located, located
+
+
+@pytest.mark.parametrize("corpus, name, draws", [
+    ("corpus_fresh", "greedy_prepends", False),  # each token put in front: deterministic, not the argmax chain
+    ("corpus", "greedy_multinomial", True),
+    ("corpus", "greedy_top3_sampling", True),
+])
+def test_a_claim_of_random_draws_stands_only_where_another_seed_changes_the_outputs(corpus, name, draws):
+    """"Are they sampled?" fits any plausible tokens that are not the argmax chain, which one run
+    cannot tell from code that draws nothing. The greedy ladder's last rung draws the random numbers
+    from another seed: code that gives the same tokens draws none, and the claim is withdrawn (the
+    finding stands instead); a sampler gives others, and keeps it."""
+    from benchmarks.fresh_mistakes import FRESH
+    from classroom import CORPUS
+
+    (entry,) = [e for e in load_corpus("08-decoder", cli=True, corpus=FRESH if corpus == "corpus_fresh" else CORPUS)
+                if e.name == name]
+    notebook = SourceNotebook("08-decoder")
+    student = notebook.student(entry.cells)["greedy_decode"]
+    check = CHECKS["greedy_decode"]
+    ladder = run_ladder(check, student)
+    assert judging.drew_nothing(check, ladder, *check.axes.reseeded()) is not draws
+    cases = notebook.cases("test_greedy_decode")
+    plain, located = _report("greedy_decode", student, cases, None).text, \
+        _report("greedy_decode", student, cases, ladder).text
+    assert "are they sampled" in plain  # what one run shows fits both
+    assert ("are they sampled" in located) is draws and (localising.LEAD in located) is not draws, located

@@ -64,12 +64,14 @@ class Mistake:
     whose output is not one value (a decoder that samples its tokens, a training run that stops
     learning) gives `fits` instead: a test on the student's outputs (name -> value); `outputs`
     then only names what it explains (its values None). `depends`: a hint that the other graded
-    names' own tests decide (Depends)."""
+    names' own tests decide (Depends). `draws`: the mistake draws at random (a decoder that samples):
+    withdrawn where the check's localising cases saw the code give the same outputs from two seeds."""
 
     hint: str
     outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
     fits: Fit | None = None
     depends: Depends | None = None
+    draws: bool = False
 
 
 def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:

@@ -425,7 +425,8 @@ def _greedy_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
                            "decoding always takes the argmax of the last position's logits, "
                            "logits[:, -1].argmax(-1). (An argmax over another axis gives other tokens too.)",
                            dict(output=None),
-                           fits=Fit("sampled_tokens", dict(right=right, src=src, start=start, state=x.extra["state"]))),
+                           fits=Fit("sampled_tokens", dict(right=right, src=src, start=start, state=x.extra["state"])),
+                           draws=True),
     }
 
 

@@ -522,7 +522,8 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
     for index, mistake in enumerate(mistakes):
         if mistake.fits is not None:  # a test on the student's outputs, not one output to compare
             if mistake.outputs.keys() & wrong and mistake.fits(got):
-                hints.append(mistake.hint)
+                # one that draws at random is a claim the localising cases can refute (refuted_by_ladder)
+                hints.append(Claim(mistake.hint, named_mistakes(mistake.hint)) if mistake.draws else mistake.hint)
                 wrong = wrong - mistake.outputs.keys()
                 if not wrong:
                     break
@@ -852,7 +853,26 @@ def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
             elif problem or any(_differ_where_finite(got.get(name), out, case.dtype) for name, out in outputs.items()):
                 parts.update(named)
         refuted |= parts - gives
+    reseeded = check.axes.reseeded()
+    if reseeded is not None and drew_nothing(check, ladder, *reseeded):
+        first = judged(check, check.axes.cases()[reseeded[0]], REFERENCES)
+        refuted |= {hint for m in REFERENCES.mistakes(check, first) if m.draws for hint in named_mistakes(m.hint)}
     return refuted
+
+
+def drew_nothing(check: "Check", ladder: Ladder, first: int, reseeded: int) -> bool:
+    """Whether the code gave the same outputs on two localising cases that differ only in the seed of
+    the random numbers it may draw (localise.Axes.reseeded): then it draws none, and a mistake that
+    draws at random is not what it does."""
+    if reseeded >= len(ladder.outcomes):
+        return False
+    case = judged(check, check.axes.cases()[first], REFERENCES)
+    names = list(case.expected)
+    (a, a_problem), (b, b_problem) = (_unpack(ladder.outcomes[i].value, names, AS_IS, case.sizes)
+                                      for i in (first, reseeded))
+    raised = any(ladder.outcomes[i].error is not None for i in (first, reseeded))
+    return not (raised or a_problem or b_problem) and all(
+        isinstance(a[name], torch.Tensor) and close(a[name], b[name], case.dtype, equal_nan=True) for name in names)
 
 
 def decide_dependent_hints(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult],
