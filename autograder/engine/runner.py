@@ -66,8 +66,10 @@ def grade_assignment(course: Course, submissions: list[Submission], raise_failur
         outcome = course.api.autograde(assignment, student_id, force=True, create=True)
         if outcome["success"]:
             graded = {sub.notebook: _read_result(course, sub) for sub in to_grade}
-            if course.localise:
-                outcome, graded = _localised(course, to_grade, graded)
+            wanted = sorted({name for result in graded.values() for name in _unlocalised(result)}) \
+                if course.localise else []
+            if wanted:
+                outcome, graded = _localised(course, to_grade, graded, wanted)
         for sub in to_grade:
             if outcome["success"]:
                 results[sub.notebook] = graded[sub.notebook]
@@ -84,12 +86,13 @@ def grade_assignment(course: Course, submissions: list[Submission], raise_failur
     return [results[sub.notebook] for sub in submissions]
 
 
-def _localised(course: Course, to_grade: list[Submission],
-               graded: dict[str, NotebookResult]) -> tuple[dict, dict[str, NotebookResult]]:
-    """The outcome and results of a second run of the student's notebooks, whose kernels run the
-    ladders (attention_checks.localise) of the graded names that failed with no ladder to localise
-    their mistake: a grading kernel holds no answer, so it cannot tell wrong values itself. A
-    notebook whose names all pass, or whose failures were localised already, runs once.
+def _localised(course: Course, to_grade: list[Submission], graded: dict[str, NotebookResult],
+               wanted: list[str]) -> tuple[dict, dict[str, NotebookResult]]:
+    """The outcome and results of a second run of the student's notebooks (``graded``: the first's),
+    whose kernels run the ladders (attention_checks.localise) of ``wanted``, the graded names that
+    failed with no ladder to localise their mistake: a grading kernel holds no answer, so it cannot
+    tell wrong values itself. A notebook whose names all pass, or whose failures were localised
+    already, runs once.
 
     The second run counts only where every notebook gets the same status and the same points in
     every cell as in the first (a deterministic notebook does: the ladder runs after a check's
@@ -97,9 +100,6 @@ def _localised(course: Course, to_grade: list[Submission],
     run, or that behaves otherwise once it sees the grader ask for ladders) the notebooks are
     graded a third time as the first time, and that run counts: asking for a ladder can never
     raise a score."""
-    wanted = sorted({name for result in graded.values() for name in _unlocalised(result)})
-    if not wanted:
-        return {"success": True}, graded
     sub = to_grade[0]
     outcome = course.api.autograde(sub.assignment, sub.student_id, force=True, create=True, localise=wanted)
     if outcome["success"]:

@@ -137,8 +137,8 @@ class JudgedCheck:
                                not_run=self.not_run.all(), seen=dict(self.seen))
         bounds = [self.check.spec(case).get(MEMORY_BOUND) for case in cases]
         if any(bounds):
-            report = replace(judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
-                                          self.quoting), unlocalised=report.unlocalised)
+            report = judge_memory(report, self.check.name, min(b for b in bounds if b), self.memory_used,
+                                  self.quoting)
         self.reports.append(report)
         self.seen[self.check.name] = self.seen.get(self.check.name, True) and report.score >= report.points
 
@@ -153,11 +153,11 @@ def judge_memory(report: Report, name: str, bound_mib: float, used: int | None, 
     values came out. Where the notebook ran without the grader's fork server (no sandbox, a cold kernel),
     nothing was measured: the values decide, and the report says so."""
     if used is None:
-        return Report(report.score, report.points, report.text + f"\n    (not measured here: its memory limit of "
-                      f"{bound_mib:g} MiB is checked where the grader runs notebooks in its sandbox)")
+        return replace(report, text=report.text + f"\n    (not measured here: its memory limit of "
+                       f"{bound_mib:g} MiB is checked where the grader runs notebooks in its sandbox)")
     if used <= bound_mib * MIB or report.score <= 0:  # (what already failed says why)
         return report
-    return Report(0.0, report.points, (
+    return replace(report, score=0.0, text=(
         f"✗ {name}: while this test ran, your code used {float(quoting.magnitude(used / MIB)):g} MiB of memory, "
         f"measured from outside the notebook's kernel; its case fits in {bound_mib:g} MiB when computed block "
         f"by block (0 / {report.points:g} points)\n"
