@@ -245,6 +245,7 @@ DECODER_AXES = ladder(
          (dict(num_layers=2), "2 layers")),
     axis("no masks", "how the masks are handed to every layer", (dict(T=3, tgt_mask="causal"), "a causal tgt_mask"),
          (dict(batch=2, T=3, tgt_padding=True), "target padding")),
+    steps=(("layers.0", "the first layer"),),  # the base case has one layer and no final norm
 )
 
 check_decoder = declare(Check(
@@ -288,6 +289,7 @@ TRANSFORMER_AXES = ladder(
     axis("no masks", "which mask goes where (src_mask to the encoder, tgt_mask to the decoder)",
          (dict(T=3, tgt_mask="causal"), "a causal tgt_mask"), (dict(S=3, src_mask="random"), "a src_mask")),
     axis("no padding", "which padding mask goes where", (dict(batch=2, S=3, src_padding=True), "source padding")),
+    steps=(("encoder", "the encoder"), ("decoder", "the decoder")),
 )
 
 check_transformer = declare(Check(

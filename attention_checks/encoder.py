@@ -383,6 +383,7 @@ ENCODER_AXES = ladder(
          (dict(num_layers=3), "3 layers")),
     axis("no mask", "how the masks are handed to every layer", (dict(L=3, src_mask="causal"), "a causal src_mask"),
          (dict(L=3, padding=True, batch=2), "padding")),
+    steps=(("layers.0", "the first layer"),),  # the base case has one layer: its input is the Encoder's, its output too
 )
 
 check_encoder = declare(Check(

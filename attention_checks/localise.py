@@ -33,11 +33,12 @@ that combines blocks").
   35% of a notebook's check time, past the 10% the grading throughput may lose). A correct
   function costs nothing more anywhere.
 * **Steps inside a module** (item 2): a module's check may name its submodules (``Axes.steps``:
-  self_attn, linear1, ... of an encoder layer; the projections w_q, w_k, w_v and w_o); the base
-  case records each one's first input and output with forward hooks (``StepRecorder``), and the
-  grader names the first, in the reference's order, whose output differs from the reference's own
-  (recorded the same way where the reference is a PyTorch module of the same names; else, for a
-  chain of projections, the merged heads are solved from the reference's output through w_o).
+  self_attn, linear1, ... of an encoder layer; a stack's layers.0; the projections w_q, w_k, w_v
+  and w_o); the base case records each one's first call with forward hooks (``StepRecorder``: its
+  floating-point inputs by parameter name, and its output), and the grader names the first, in
+  the reference's order, whose output differs from the reference's own (recorded the same way
+  where the reference is a PyTorch module of the same names; else, for a chain of projections,
+  the merged heads are solved from the reference's output through w_o).
 * **Every finding is an observation.** What the grader says is only what the ladder showed: the
   rung where the outputs went wrong and the one below it where they were right, and the part of
   the computation that the axis exercises. It stands where no catalogued diagnosis survived its
@@ -46,6 +47,7 @@ that combines blocks").
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import random
 import time
@@ -150,8 +152,21 @@ def _random_state_kept() -> Iterator[None]:
         random.setstate(python_state)
 
 
+@dataclass
+class Seen:
+    """One submodule's first call: its floating-point inputs by parameter name (query, key and value
+    of an attention; masks are left out, whose form a module may change: bool or additive), and its
+    output (an attention's output without its weights)."""
+
+    given: dict[str, torch.Tensor]
+    made: torch.Tensor
+
+    def first(self) -> torch.Tensor | None:
+        return next(iter(self.given.values()), None)
+
+
 class StepRecorder:
-    """The input and output of a module's named submodules during one call: forward hooks on the
+    """The inputs and output of a module's named submodules during one call: forward hooks on the
     first module the call runs (the student's), each submodule's first call kept."""
 
     def __init__(self, names: Sequence[str]):
@@ -173,23 +188,37 @@ class StepRecorder:
                 sub = module.get_submodule(name)
             except AttributeError:
                 continue  # the student named it otherwise: that step is not observed
-            self.handles.append(sub.register_forward_hook(self._keeper(name)))
+            self.handles.append(sub.register_forward_hook(self._keeper(name), with_kwargs=True))
 
     def _keeper(self, name: str) -> Callable:
-        def keep(_: Any, args: Any, output: Any) -> None:
+        def keep(module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
             output = output[0] if isinstance(output, (tuple, list)) and output else output  # attention: (output, weights)
-            if name not in self.seen and args and isinstance(args[0], torch.Tensor) and isinstance(output, torch.Tensor):
-                self.seen[name] = [args[0].detach().clone(), output.detach().clone()]
+            if name in self.seen or not isinstance(output, torch.Tensor):
+                return
+            given = {key: value.detach().clone() for key, value in _by_parameter(module, args, kwargs).items()
+                     if isinstance(value, torch.Tensor) and value.is_floating_point()}
+            if given:
+                self.seen[name] = Seen(given, output.detach().clone())
         return keep
+
+
+def _by_parameter(module: torch.nn.Module, args: Any, kwargs: Any) -> dict[str, Any]:
+    """A call's arguments by the forward's parameter names, however they were passed
+    (self_attn(x, x, x) and self_attn(query=x, key=x, value=x) alike); by position where the
+    signature cannot be read (the forward may be student code)."""
+    try:
+        return dict(inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments)
+    except Exception:  # noqa: BLE001 - student code, or a call that does not fit its own signature
+        return {**{f"argument {i}": value for i, value in enumerate(args)}, **kwargs}
 
 
 @dataclass
 class Ladder:
     """What the localising cases did: one outcome per case that ran, and the named submodules'
-    inputs and outputs in the base case (name -> [input, output])."""
+    inputs and output in the base case."""
 
     outcomes: list[Outcome] = field(default_factory=list)
-    steps: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    steps: dict[str, Seen] = field(default_factory=dict)
 
 
 def run_ladder(check: "Check", student: Any) -> Ladder:
@@ -221,7 +250,8 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
 
 def encode_ladder(ran: Ladder) -> dict:
     return {"outcomes": [_encode_outcome(o, None) for o in ran.outcomes],
-            "steps": {str(name): [_encode(t, None) for t in pair] for name, pair in ran.steps.items()}}
+            "steps": {str(name): {"given": {str(k): _encode(t, None) for k, t in seen.given.items()},
+                                  "made": _encode(seen.made, None)} for name, seen in ran.steps.items()}}
 
 
 def decode_ladder(data: Any, check: "Check") -> Ladder | None:
@@ -231,15 +261,15 @@ def decode_ladder(data: Any, check: "Check") -> Ladder | None:
             or len(data["outcomes"]) > len(check.axes.cases()):
         return None
     outcomes = [decode_outcome(item)[0] for item in data["outcomes"]]
-    steps: dict[str, list[torch.Tensor]] = {}
+    steps: dict[str, Seen] = {}
     declared = {name for name, _ in check.axes.steps}
-    for name, pair in (data.get("steps") or {}).items() if isinstance(data.get("steps"), dict) else ():
+    for name, seen in (data.get("steps") or {}).items() if isinstance(data.get("steps"), dict) else ():
         try:
-            decoded = [_decode(item) for item in pair]
+            given, made = {str(k): _decode(t) for k, t in seen["given"].items()}, _decode(seen["made"])
         except Exception:  # noqa: BLE001 - malformed: that step is not observed
             continue
-        if name in declared and len(decoded) == 2 and all(isinstance(t, torch.Tensor) for t in decoded):
-            steps[name] = decoded
+        if name in declared and given and all(isinstance(t, torch.Tensor) for t in (made, *given.values())):
+            steps[name] = Seen(given, made)
     return Ladder(outcomes, steps)
 
 

@@ -16,6 +16,7 @@ import time
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attention_checks import localise
 from attention_checks.answers import attention_at_scale as answers_09
@@ -77,7 +78,7 @@ def test_no_finding_holds_another_corpus_mistakes_hint():
     assignment (tests/test_hints.py's rule), whatever rungs it names."""
     for assignment in sorted({CHECKS[name].assignment for name in LADDERED}):
         hints = {e.hint.lower() for e in load_corpus(assignment, cli=True) if e.hint}
-        words = [localising.LEAD, localising.STEP_BY_STEP]
+        words = [localising.LEAD, localising.STEP_BY_STEP, localising.RELATED]
         for name in LADDERED:
             axes = CHECKS[name].axes
             if CHECKS[name].assignment != assignment:
@@ -185,11 +186,16 @@ def test_a_cache_mistake_is_localised_to_the_second_update():
     assert "right with one update; wrong with a second update" in _finding("KVCache", _CacheKeepingTheFirstUpdate)
 
 
-def _gqa_with(old: str, new: str):
-    nb = SourceNotebook("09-attention-at-scale")
-    cell = next(gid for gid, source in nb.solutions.items() if "class GroupedQueryAttention" in source)
+def _model_with(name: str, old: str, new: str):
+    """The model solution's class ``name`` with one edit to its cell (a planted mistake)."""
+    nb = SourceNotebook(CHECKS[name].assignment)
+    cell = next(gid for gid, source in nb.solutions.items() if f"class {name}(" in source)
     assert old in nb.solutions[cell]
-    return nb.student({cell: nb.solutions[cell].replace(old, new)})["GroupedQueryAttention"]
+    return nb.student({cell: nb.solutions[cell].replace(old, new)})[name]
+
+
+def _gqa_with(old: str, new: str):
+    return _model_with("GroupedQueryAttention", old, new)
 
 
 @pytest.mark.parametrize("old, new, expected", [
@@ -205,6 +211,64 @@ def _gqa_with(old: str, new: str):
 def test_a_modules_first_wrong_step_is_named(old, new, expected):
     found = _finding("GroupedQueryAttention", _gqa_with(old, new)) or ""
     assert expected in found, found
+
+
+@pytest.mark.parametrize("name, old, new, expected", [
+    # the reference is a PyTorch module of the same names: its own steps, recorded as the student's are
+    ("EncoderLayer", "torch.relu(self.linear1(h))", "torch.relu(self.linear1(src))",
+     "the feed-forward's first layer (linear1) is given other values than the reference's (its input differs): "
+     "look at what you pass to it (before it, the self-attention (self_attn) and the first LayerNorm (norm1) are right)"),
+    ("DecoderLayer", "torch.relu(self.linear1(x))", "torch.relu(self.linear1(tgt))",
+     "(before it, the self-attention (self_attn) and the cross-attention (multihead_attn) are right)"),
+    ("DecoderLayer", "self.multihead_attn(x, memory, memory,", "self.multihead_attn(x, x, memory,",
+     "the cross-attention (multihead_attn) is given other values than the reference's (its key differs)"),
+    ("Encoder", "for layer in self.layers:", "for layer in self.layers[1:]:",
+     "the first layer (layers.0) is never called as a module"),
+    ("Encoder", "        return output\n", "        return output + src\n",
+     "every step is right (the first layer (layers.0)); your output is the reference's plus the input src"),
+    ("Encoder", "        return output\n", "        return F.layer_norm(output, output.shape[-1:])\n",
+     "your output is the reference's normalised over its last axis"),
+    ("Encoder", "        return output\n", "        return 2 * output\n",  # neither relation holds: none is claimed
+     "every step is right (the first layer (layers.0)); what your forward does after them differs from the reference's."),
+    ("Decoder", "        return out\n", "        return out + tgt\n", "your output is the reference's plus the input tgt"),
+    ("Transformer", "memory = self.encoder(src,", "memory = self.encoder(tgt,",
+     "the encoder (encoder) is given other values than the reference's (its src differs)"),
+])
+def test_a_stacks_first_wrong_step_is_named_against_the_references_own_steps(name, old, new, expected):
+    """Where the reference is a PyTorch module with the submodules a finding names, the student's
+    steps are compared with the reference's own, input by input: a post-norm layer's second step is
+    never expected to get the module's input (the finding once said so of every failing DecoderLayer)."""
+    found = _finding(name, _model_with(name, old, new)) or ""
+    assert expected in found, found
+    assert "is not given the module's input" not in found
+
+
+def _self_attention_then(after):
+    def student(x):
+        weights = torch.softmax(x @ x.transpose(-2, -1) / x.size(-1) ** 0.5, dim=-1)
+        return after(x, weights @ x), weights
+    return student
+
+
+@pytest.mark.parametrize("after, expected", [
+    (lambda x, out: out + x, "your output is the reference's plus the input x: your code adds a residual"),
+    (lambda x, out: F.layer_norm(out, out.shape[-1:]), "normalised over its last axis (mean 0, variance 1)"),
+    (lambda x, out: out + 2 * x, None),  # near a residual, yet not one: no relation is said
+    (lambda x, out: out - out.mean(-1, keepdim=True), None),  # centred, not normalised
+])
+def test_a_relation_to_the_references_output_is_said_only_where_it_holds(after, expected):
+    found = _finding("simple_self_attention", _self_attention_then(after)) or ""
+    if expected is None:
+        assert localising.RELATED not in found, found
+    else:
+        assert found.startswith(localising.RELATED) and expected in found, found
+
+
+def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
+    student = _model_with("EncoderLayer", "self.self_attn(src, src, src,", "self.self_attn(query=src, key=src, value=src,")
+    ladder = run_ladder(CHECKS["EncoderLayer"], student)
+    assert set(ladder.steps["self_attn"].given) == {"query", "key", "value"}
+    assert judging.localised(CHECKS["EncoderLayer"], ladder) is None  # right on every rung: nothing to say
 
 
 def test_a_distribution_filter_taken_from_the_wrong_end_is_localised_to_top_k():

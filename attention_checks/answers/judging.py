@@ -817,9 +817,10 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
     axes, or no references here (the published data holds no answer to a localising case)."""
     if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
         return None
-    with quiet():
-        return finding(check.axes, ladder, functools.partial(rung_right, check),
-                       judged(check, check.axes.cases()[0], REFERENCES))
+    base = judged(check, check.axes.cases()[0], REFERENCES)
+    with quiet():  # the reference on the base case, its steps recorded where it is a module of the same names
+        return finding(check.axes, ladder, functools.partial(rung_right, check), base,
+                       lambda: answer_for(check).reference(base.x, base.spec))
 
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:

@@ -10,9 +10,15 @@ itself, and only for a name that failed. This module turns that into words:
   keys)". Both verdicts are observed; the words of the rungs and of the part they exercise are the
   check's declaration, so the finding is a pick among a few, which a sealed report may show.
 * **inside a module** (item 2): the base case's recorded submodule inputs and outputs against the
-  reference's: a projection fed something other than the module's input, the heads merged before
-  the output projection (the reference's, solved from its output through that projection's
-  weight), which heads differ, and what the module does after its output projection.
+  reference's. Where the reference is a PyTorch module with the same submodules (a post-norm
+  layer, a stack's ``layers.0``, a Transformer's encoder and decoder), against its own, recorded
+  the same way: the first step whose output differs, and which of its inputs (query, key, value)
+  differ. Else, for a chain of projections: a projection fed something other than the module's
+  input, the heads merged before the output projection (the reference's, solved from its output
+  through that projection's weight), which heads differ, and what the module does after it.
+* **a relation to the reference's output**, checked on the numbers: the code's output on the
+  smallest case is the reference's plus the input (a residual), or the reference's normalised
+  (a final norm). Said only where it holds; a symptom alone never says it.
 * **when it is shown** (item 3): ``judging`` puts the finding under the failing cases that no
   verified diagnosis explains; a case whose catalogued diagnosis survived its check keeps it alone.
 
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import torch
 
 from ..core import quiet, tolerance
-from ..localise import Axes, Axis, Ladder, StepRecorder
+from ..localise import Axes, Axis, Ladder, Seen, StepRecorder
 
 if TYPE_CHECKING:
     from ..record import Outcome
@@ -34,6 +40,7 @@ if TYPE_CHECKING:
 MOST_FINDINGS = 2  # axes named in one finding; more would not fit a hint
 LEAD = "Tried on small cases that differ in one thing at a time: "
 STEP_BY_STEP = "The smallest case, step by step against the reference: "
+RELATED = "The smallest case against the reference: "
 
 
 _DOWNWARD = "\x00"  # marks a finding of a downward axis until the words are joined
@@ -121,11 +128,11 @@ def inside_module(axes: Axes, ladder: Ladder, base: "Judged") -> str | None:
     for name, said in inner:
         if name not in ladder.steps:
             return f"{said} ({name}) is never called: look at where you project."
-        if module_input is not None and not _agree(ladder.steps[name][0], module_input, dtype):
+        if module_input is not None and not _agree(ladder.steps[name].first(), module_input, dtype):
             return f"{said} ({name}) is not given the module's input: look at what you pass to {name}."
     if last not in ladder.steps or f"{last}.weight" not in state or not isinstance(expected, torch.Tensor):
         return None
-    given, made = ladder.steps[last]
+    given, made = ladder.steps[last].first(), ladder.steps[last].made
     merged = _merged_heads(expected, state[f"{last}.weight"], state.get(f"{last}.bias"))
     if merged is None:
         return None
@@ -142,15 +149,14 @@ def inside_module(axes: Axes, ladder: Ladder, base: "Judged") -> str | None:
                 text += (f"; right for head{'s' * (len(right) > 1)} {', '.join(map(str, right))}, wrong for "
                          f"head{'s' * (len(differ) > 1)} {', '.join(map(str, differ))}")
         return text + "."
-    got = ladder.outcomes[0].value
-    got = got[0] if isinstance(got, (tuple, list)) and got else got
+    got = _output(ladder.outcomes[0].value)
     if isinstance(got, torch.Tensor) and not _agree(got, made, dtype):
         return f"everything up to {last_said} ({last}) is right; your forward changes {last}'s output before it returns it."
     return None
 
 
-def reference_steps(axes: Axes, run_reference: Callable[[], Any]) -> dict[str, list[torch.Tensor]]:
-    """The named submodules' (input, output) while the reference runs on the base case, in the order
+def reference_steps(axes: Axes, run_reference: Callable[[], Any]) -> dict[str, Seen]:
+    """The named submodules' inputs and output while the reference runs on the base case, in the order
     they were first called: where the reference is a PyTorch module of the same names
     (nn.TransformerEncoderLayer's self_attn, norm1, linear1, ...); {} where it calls none (a
     functional reference, or one that skips its submodules' forward)."""
@@ -163,25 +169,68 @@ def reference_steps(axes: Axes, run_reference: Callable[[], Any]) -> dict[str, l
     return recorder.seen
 
 
-def steps_compared(axes: Axes, ladder: Ladder, expected: Mapping[str, list[torch.Tensor]], dtype: torch.dtype) -> str | None:
+def steps_compared(axes: Axes, ladder: Ladder, expected: Mapping[str, Seen], base: "Judged") -> str | None:
     """The first step, in the reference's order, whose output differs from the reference's: given other
-    values (its input differs), or giving other values from the same input, or never called."""
-    said = dict(axes.steps)
+    values (its input differs), or giving other values from the same input, or never called; where
+    every step is right, what the module does after them (``after_the_steps``)."""
+    said, dtype = dict(axes.steps), base.dtype
     right: list[str] = []
-    for name, (given, made) in expected.items():
+    for name, reference in expected.items():
         if name not in ladder.steps:
             raised = ladder.outcomes[0].error is not None
             return (f"the case raised before {said[name]} ({name}) returned" if raised else
                     f"{said[name]} ({name}) is never called as a module") + _after(right) + "."
-        student_given, student_made = ladder.steps[name]
-        if not _agree(student_made, made, dtype):
-            how = (f"is given other values than the reference's ({name}'s input differs): look at what you pass to it"
-                   if not _agree(student_given, given, dtype) else
-                   f"gives other values than the reference's from the same input: look at {name} itself")
-            return f"{said[name]} ({name}) {how}" + _after(right) + "."
+        student = ladder.steps[name]
+        if not _agree(student.made, reference.made, dtype):
+            return f"{said[name]} ({name}) {_how_a_step_differs(name, student, reference, dtype)}" + _after(right) + "."
         right.append(f"{said[name]} ({name})")
-    return (f"every step is right ({', '.join(right)}); what your forward does after them differs"
-            if right else None)
+    return f"every step is right ({', '.join(right)}); {after_the_steps(ladder, base)}" if right else None
+
+
+def _how_a_step_differs(name: str, student: Seen, reference: Seen, dtype: torch.dtype) -> str:
+    """Why a step's output differs: which of its inputs differ from the reference's (compared by the
+    parameter they were passed as, where both calls name it), or none of them."""
+    shared = [key for key in reference.given if key in student.given]
+    differ = [key for key in shared if not _agree(student.given[key], reference.given[key], dtype)]
+    if differ:
+        inputs = " and ".join(differ)
+        return (f"is given other values than the reference's (its {inputs} differ{'s' * (len(differ) == 1)}): "
+                "look at what you pass to it")
+    if len(shared) == len(reference.given):
+        return f"gives other values than the reference's from the same inputs: look at {name} itself"
+    return f"gives other values than the reference's: look at what you pass to {name}, and at {name} itself"
+
+
+def after_the_steps(ladder: Ladder, base: "Judged") -> str:
+    """What a module whose every recorded step is right does after them: a relation between its
+    output and the reference's, checked on the base case (``output_relation``); else only that it
+    differs there."""
+    return output_relation(ladder, base, "your forward") or "what your forward does after them differs from the reference's."
+
+
+def output_relation(ladder: Ladder, base: "Judged", who: str) -> str | None:
+    """A relation between the code's output on the base case and the reference's that holds there,
+    in words, or None: the reference's plus the first floating-point input (a residual the
+    reference does not add), or the reference's normalised over its last axis. Both are checked
+    on the numbers, never guessed from a symptom."""
+    got, expected = _output(ladder.outcomes[0].value), next(iter(base.expected.values()), None)
+    if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor) and expected.is_floating_point()):
+        return None
+    name, given = next(((k, v) for k, v in base.x.args.items() if isinstance(v, torch.Tensor) and v.is_floating_point()),
+                       (None, None))
+    if given is not None and given.shape == expected.shape and _agree(got, expected + given, base.dtype):
+        return (f"your output is the reference's plus the input {name}: {who} adds a residual the reference does "
+                "not have.")
+    if expected.shape[-1] > 1 and \
+            _agree(got, torch.nn.functional.layer_norm(expected, expected.shape[-1:]), base.dtype):
+        return (f"your output is the reference's normalised over its last axis (mean 0, variance 1): {who} "
+                "applies a final norm that the reference does not.")
+    return None
+
+
+def _output(value: Any) -> Any:
+    """A module's output from what its call returned (an attention's (output, weights): the output)."""
+    return value[0] if isinstance(value, (tuple, list)) and value else value
 
 
 def _after(right: Sequence[str]) -> str:
@@ -200,8 +249,11 @@ def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Out
     inside = None
     if axes.steps and base is not None and verdicts and verdicts[0] is False:
         expected = reference_steps(axes, run_reference) if run_reference is not None else {}
-        inside = steps_compared(axes, ladder, expected, base.dtype) if expected else inside_module(axes, ladder, base)
+        inside = steps_compared(axes, ladder, expected, base) if expected else inside_module(axes, ladder, base)
+    elif base is not None and verdicts and verdicts[0] is False and ladder.outcomes:
+        related = output_relation(ladder, base, "your code")
+        inside = related and RELATED + related
     along = along_axes(axes, verdicts)
     if inside:  # the step, then what the ladder adds (which heads, which positions)
-        return STEP_BY_STEP + inside + (f" {along}" if along else "")
+        return (inside if inside.startswith(RELATED) else STEP_BY_STEP + inside) + (f" {along}" if along else "")
     return along
