@@ -264,6 +264,17 @@ def test_a_relation_to_the_references_output_is_said_only_where_it_holds(after, 
         assert found.startswith(localising.RELATED) and expected in found, found
 
 
+def test_a_scalar_output_gets_its_finding_too():
+    """No relation is tried where there is no last axis: a variance summed over the samples (one
+    number) is still told what its ladder shows (the relations once raised there, and the grader's
+    second run fell back to the first, with no finding)."""
+    def over_the_samples(q, k):
+        scores = (q * k).sum(dim=0)
+        return ((scores - scores.mean()) ** 2).sum() / (scores.numel() - 1)
+
+    assert (_finding("dot_product_variance", over_the_samples) or "").startswith(localising.LEAD)
+
+
 def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
     student = _model_with("EncoderLayer", "self.self_attn(src, src, src,", "self.self_attn(query=src, key=src, value=src,")
     ladder = run_ladder(CHECKS["EncoderLayer"], student)

@@ -245,6 +245,29 @@ def test_an_autograded_notebook_is_read_as_nbformat_reads_it():
 BATCH_MIXED = "def attention_scores(x):\n    return x @ x[0].transpose(-2, -1)\n"
 
 
+def test_a_second_run_that_fails_in_the_grader_is_said_and_the_first_runs_grading_stands(capsys):
+    """A second run that nbgrader could not finish is the grader's failure (the first run of the
+    same notebook finished): it is said on stderr with its reason, and the notebook is graded again
+    as the first time, not left without a word (a finding that raised once lost its hint so)."""
+    from types import SimpleNamespace
+
+    from autograder.engine import runner
+
+    asked = []
+
+    def autograde(assignment, student, localise=None, **_):
+        asked.append(localise)
+        return {"success": False, "log": "Traceback ...\nIndexError: tuple index out of range\nNbGraderException: see above"}
+
+    course = SimpleNamespace(api=SimpleNamespace(autograde=autograde))
+    sub = SimpleNamespace(assignment=ASSIGNMENT, student_id="ann", notebook="nb")
+    outcome, results = runner._localised(course, [sub], {}, ["attention_scores"])
+    assert asked == [["attention_scores"], None] and not outcome["success"] and results == {}
+    said = capsys.readouterr().err
+    assert "the second run of ann's" in said and "attention_scores" in said
+    assert "IndexError: tuple index out of range" in said
+
+
 def test_a_second_run_localises_a_failure_and_never_changes_a_score(tmp_path, monkeypatch):
     """A notebook whose failure no ladder localised runs again, its kernel asked for that name's
     ladder (issue 59): its hint then says where the outputs go wrong, with the same scores. That

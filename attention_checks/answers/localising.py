@@ -221,7 +221,7 @@ def output_relation(ladder: Ladder, base: "Judged", who: str) -> str | None:
     if given is not None and given.shape == expected.shape and _agree(got, expected + given, base.dtype):
         return (f"your output is the reference's plus the input {name}: {who} adds a residual the reference does "
                 "not have.")
-    if expected.shape[-1] > 1 and \
+    if expected.dim() > 0 and expected.shape[-1] > 1 and \
             _agree(got, torch.nn.functional.layer_norm(expected, expected.shape[-1:]), base.dtype):
         return (f"your output is the reference's normalised over its last axis (mean 0, variance 1): {who} "
                 "applies a final norm that the reference does not.")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -106,6 +107,11 @@ def _localised(course: Course, to_grade: list[Submission], graded: dict[str, Not
         again = {s.notebook: _read_result(course, s) for s in to_grade}
         if all(_scores(again[name]) == _scores(result) for name, result in graded.items()):
             return outcome, again
+    else:  # the grader's own failure (the first run succeeded): said, never hidden behind the third run
+        reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")])) or "nbgrader failed")
+        print(f"autograder: the second run of {sub.student_id}'s {sub.assignment} (the ladders of "
+              f"{', '.join(wanted)}) failed in the grader: {reason}; graded again as the first time, "
+              "without findings", file=sys.stderr, flush=True)
     outcome = course.api.autograde(sub.assignment, sub.student_id, force=True, create=True)
     return outcome, {s.notebook: _read_result(course, s) for s in to_grade} if outcome["success"] else {}
 
