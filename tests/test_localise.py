@@ -275,6 +275,27 @@ def test_a_scalar_output_gets_its_finding_too():
     assert (_finding("dot_product_variance", over_the_samples) or "").startswith(localising.LEAD)
 
 
+@pytest.mark.parametrize("name, student, expected", [
+    ("padding_mask", lambda tokens, pad_id=0: (tokens == pad_id).any(0),
+     "it lacks the reference's axis 0 (the one whose size changes with 3 sentences) ((3,) where the reference's is (1, 3)"),
+    ("causal_mask", lambda size: torch.ones(size, dtype=torch.bool),  # square: which axis is missing cannot be told
+     "it lacks one of the reference's axes 0 and 1 ((2,) where the reference's is (2, 2)"),
+    ("merge_heads", lambda x: x.reshape(x.shape[0], -1), "it merges the reference's axes 1 and 2 into one"),
+    ("shift_right", lambda tgt, start_token: torch.cat([torch.full_like(tgt[:, :1], start_token), tgt], 1),
+     "it has 1 entry too many along the reference's axis 1"),
+    ("causal_mask", lambda size: torch.ones(2 * size, size, dtype=torch.bool).triu(1), None),  # no one relation
+    ("shift_right", lambda tgt, start_token: tgt.flip(1), None),  # the right shape: values only
+])
+def test_a_shape_wrong_on_every_rung_is_said_by_how_it_differs(name, student, expected):
+    """Where an output's shape is wrong on every localising case, the finding says how it differs
+    from the reference's, one relation that holds on every case; none where no relation does."""
+    found = _finding(name, student) or ""
+    if expected is None:
+        assert "the shape of your" not in found, found
+    else:
+        assert f"{localising.LEAD}on every one, the shape of your" in found and expected in found, found
+
+
 def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
     student = _model_with("EncoderLayer", "self.self_attn(src, src, src,", "self.self_attn(query=src, key=src, value=src,")
     ladder = run_ladder(CHECKS["EncoderLayer"], student)

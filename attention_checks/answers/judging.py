@@ -820,7 +820,24 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
     base = judged(check, check.axes.cases()[0], REFERENCES)
     with quiet():  # the reference on the base case, its steps recorded where it is a module of the same names
         return finding(check.axes, ladder, functools.partial(rung_right, check), base,
-                       lambda: answer_for(check).reference(base.x, base.spec))
+                       lambda: answer_for(check).reference(base.x, base.spec), _rung_shapes(check, ladder))
+
+
+def _rung_shapes(check: "Check", ladder: Ladder) -> list[tuple[dict, dict]]:
+    """Per localising case, the shapes of the code's outputs and of the reference's (None: not a
+    tensor); none at all where a case raised or gave another number of outputs (what was returned
+    is then not a shape to compare)."""
+    found = []
+    for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
+        case = judged(check, spec, REFERENCES)
+        got, problem = (None, "raised") if outcome.error is not None else \
+            _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
+        if problem:
+            return []
+        shape = lambda value: tuple(value.shape) if isinstance(value, torch.Tensor) else None  # noqa: E731
+        found.append(({name: shape(value) for name, value in got.items()},
+                      {name: shape(value) for name, value in case.expected.items()}))
+    return found
 
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:

@@ -239,13 +239,97 @@ def _after(right: Sequence[str]) -> str:
     return f" (before it, {' and '.join(right) if len(right) < 3 else ', '.join(right)} {'is' if len(right) == 1 else 'are'} right)"
 
 
+# --------------------------------------------------------------------------
+# another shape on every rung: how it differs from the reference's, the same way on every one
+
+
+Shapes = Mapping[str, "tuple[int, ...] | None"]  # output name -> its shape (None: not a tensor)
+
+
+def shape_finding(axes: Axes, shapes: Sequence[tuple[Shapes, Shapes]]) -> str | None:
+    """Where an output has another shape than the reference's on every localising case
+    (``shapes``: per case, the code's output shapes and the reference's), one relation between the
+    two that holds on every case, in words, or None: an axis missing or extra, two axes merged or
+    swapped, an axis with entries too few or too many, or of one size whatever the case. An axis
+    is named by its place in the reference's shape and, where a rung changes its size, by that rung."""
+    words = [""] + [step.said for axis in axes.axes for step in axis.steps]
+    for name in (shapes[0][1] if shapes else {}):
+        pairs = [(got.get(name), expected[name], words[i]) for i, (got, expected) in enumerate(shapes)
+                 if expected.get(name) is not None]
+        if not pairs or any(got is None or got == expected for got, expected, _ in pairs):
+            continue
+        said = _shape_relation(pairs)
+        if said:
+            got, expected, _ = pairs[0]
+            return (f"on every one, the shape of your {name} differs from the reference's the same way: it {said} "
+                    f"({_shape(got)} where the reference's is {_shape(expected)} in the simplest).")
+    return None
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return f"({', '.join(map(str, shape))}{',' * (len(shape) == 1)})"
+
+
+def _axis(k: int, pairs: Sequence[tuple[Any, tuple[int, ...], str]]) -> str:
+    """Axis k of the reference's shape, with a rung that changes its size where one does."""
+    changes = next((rung for _, expected, rung in pairs if rung and expected[k] != pairs[0][1][k]), None)
+    return f"axis {k}" + (f" (the one whose size changes with {changes})" if changes else "")
+
+
+def _shape_relation(pairs: Sequence[tuple[tuple[int, ...], tuple[int, ...], str]]) -> str | None:
+    def every(relation: Callable[[tuple[int, ...], tuple[int, ...]], bool]) -> bool:
+        return all(relation(got, expected) for got, expected, _ in pairs)
+
+    ndim = {len(got) - len(expected) for got, expected, _ in pairs}
+    if ndim == {-1}:
+        rank = len(pairs[0][1])
+        missing = [k for k in range(rank) if every(lambda g, e: g == e[:k] + e[k + 1:])]
+        if len(missing) == 1:
+            return f"lacks the reference's {_axis(missing[0], pairs)}"
+        if missing:  # axes of the same size on every case: which one is missing cannot be told
+            return f"lacks one of the reference's axes {', '.join(map(str, missing[:-1]))} and {missing[-1]}"
+        merged = [k for k in range(rank - 1) if every(lambda g, e: g == e[:k] + (e[k] * e[k + 1],) + e[k + 2:])]
+        if len(merged) == 1:
+            k = merged[0]
+            return f"merges the reference's axes {k} and {k + 1} into one"
+    elif ndim == {1}:
+        rank = len(pairs[0][0])
+        extra = [k for k in range(rank) if every(lambda g, e: g[:k] + g[k + 1:] == e)]
+        if len(extra) == 1:
+            return f"has an axis the reference's has not (its axis {extra[0]})"
+    elif ndim == {0}:
+        differ = sorted({k for got, expected, _ in pairs for k in range(len(got)) if got[k] != expected[k]})
+        if len(differ) == 2:
+            k, l = differ
+            swapped = lambda e: e[:k] + (e[l],) + e[k + 1:l] + (e[k],) + e[l + 1:]  # noqa: E731
+            if every(lambda g, e: g == swapped(e)):
+                return f"has the reference's axes {k} and {l} in each other's place"
+        if len(differ) == 1:
+            (k,) = differ
+            delta = {got[k] - expected[k] for got, expected, _ in pairs}
+            if len(delta) == 1 and 0 not in delta:
+                (d,) = delta
+                return (f"has {abs(d)} {'entry' if abs(d) == 1 else 'entries'} too {'many' if d > 0 else 'few'} "
+                        f"along the reference's {_axis(k, pairs)}")
+            if len({got[k] for got, _, _ in pairs}) == 1 < len({expected[k] for _, expected, _ in pairs}):
+                return f"has size {pairs[0][0][k]} along the reference's {_axis(k, pairs)} whatever the case"
+    return None
+
+
 def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
-            base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None) -> str | None:
+            base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None,
+            shapes: Sequence[tuple[Shapes, Shapes]] = ()) -> str | None:
     """What the ladder shows, in words: where the base case is wrong and the module's steps were
     observed, the first step that differs (from the reference's own steps where ``run_reference``,
     the reference on the base case, calls them; else the projections' chain, ``inside_module``),
-    then the first rungs along the axes where the verdict changes."""
+    then the first rungs along the axes where the verdict changes; where every case is wrong, how
+    an output's shape differs from the reference's on every one (``shapes``: per case, the code's
+    and the reference's), if it does."""
     verdicts = [right(spec, outcome) for spec, outcome in zip(axes.cases(), ladder.outcomes)]
+    if verdicts and not any(verdicts) and len(shapes) == len(axes.cases()):
+        shaped = shape_finding(axes, shapes)
+        if shaped:
+            return LEAD + shaped
     inside = None
     if axes.steps and base is not None and verdicts and verdicts[0] is False:
         expected = reference_steps(axes, run_reference) if run_reference is not None else {}
