@@ -296,6 +296,23 @@ def test_a_shape_wrong_on_every_rung_is_said_by_how_it_differs(name, student, ex
         assert f"{localising.LEAD}on every one, the shape of your" in found and expected in found, found
 
 
+def _scores_then(after):
+    return lambda x: after(x @ x.transpose(-2, -1))
+
+
+@pytest.mark.parametrize("student, expected", [
+    (_scores_then(lambda s: s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), 0.0)),
+     "are exactly those above the diagonal of its last two axes"),
+    (_scores_then(lambda s: s + torch.eye(s.shape[-1], dtype=s.dtype)), "are exactly those on the diagonal"),
+    (_scores_then(lambda s: torch.cat([s[:1], s[1:] * 2], 0)), "are all at indices 1, 2 of its axis 0 (of 3)"),
+    (_scores_then(lambda s: s * 2), None),  # every entry differs: nothing to say of where
+])
+def test_the_entries_that_differ_in_the_first_wrong_case_are_said_where_they_are_not_all(student, expected):
+    found = _finding("attention_scores", student) or ""
+    said = "In the first case it gets wrong"
+    assert (said in found and expected in found) if expected else said not in found, found
+
+
 def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
     student = _model_with("EncoderLayer", "self.self_attn(src, src, src,", "self.self_attn(query=src, key=src, value=src,")
     ladder = run_ladder(CHECKS["EncoderLayer"], student)

@@ -30,7 +30,7 @@ from ..published import PUBLISHED, NotPublished
 from ..record import Outcome, decode_outcome, device_name
 from .catalogue import Answer, Mistake, merge_twins, named_mistakes, one_of
 from .crashes import CRASHES
-from .localising import finding
+from .localising import Rung, finding
 from .hints import (KEPT_STATE_HINT, Claim, crash_hints, device_bug, device_hints, kept_from_an_earlier_call,
                     pattern_hints, split_error, structure_hints)
 from .torch_messages import pytorch_message
@@ -820,23 +820,18 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
     base = judged(check, check.axes.cases()[0], REFERENCES)
     with quiet():  # the reference on the base case, its steps recorded where it is a module of the same names
         return finding(check.axes, ladder, functools.partial(rung_right, check), base,
-                       lambda: answer_for(check).reference(base.x, base.spec), _rung_shapes(check, ladder))
+                       lambda: answer_for(check).reference(base.x, base.spec), _rung_outputs(check, ladder))
 
 
-def _rung_shapes(check: "Check", ladder: Ladder) -> list[tuple[dict, dict]]:
-    """Per localising case, the shapes of the code's outputs and of the reference's (None: not a
-    tensor); none at all where a case raised or gave another number of outputs (what was returned
-    is then not a shape to compare)."""
-    found = []
+def _rung_outputs(check: "Check", ladder: Ladder) -> list[Rung | None]:
+    """Per localising case, the code's outputs and the reference's, with the case's dtype; None
+    where the case raised or gave another number of outputs (nothing to compare entry by entry)."""
+    found: list[Rung | None] = []
     for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
         case = judged(check, spec, REFERENCES)
         got, problem = (None, "raised") if outcome.error is not None else \
             _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
-        if problem:
-            return []
-        shape = lambda value: tuple(value.shape) if isinstance(value, torch.Tensor) else None  # noqa: E731
-        found.append(({name: shape(value) for name, value in got.items()},
-                      {name: shape(value) for name, value in case.expected.items()}))
+        found.append(None if problem else Rung(got, case.expected, case.dtype))
     return found
 
 

@@ -26,6 +26,7 @@ A finding says where the outputs go wrong, never why: it holds for mistakes nobo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
@@ -243,19 +244,35 @@ def _after(right: Sequence[str]) -> str:
 # another shape on every rung: how it differs from the reference's, the same way on every one
 
 
-Shapes = Mapping[str, "tuple[int, ...] | None"]  # output name -> its shape (None: not a tensor)
+@dataclass(frozen=True)
+class Rung:
+    """What one localising case gave: the code's outputs and the reference's (name -> value), and
+    the case's dtype (its tolerance)."""
+
+    got: Mapping[str, Any]
+    expected: Mapping[str, Any]
+    dtype: torch.dtype
 
 
-def shape_finding(axes: Axes, shapes: Sequence[tuple[Shapes, Shapes]]) -> str | None:
-    """Where an output has another shape than the reference's on every localising case
-    (``shapes``: per case, the code's output shapes and the reference's), one relation between the
-    two that holds on every case, in words, or None: an axis missing or extra, two axes merged or
-    swapped, an axis with entries too few or too many, or of one size whatever the case. An axis
-    is named by its place in the reference's shape and, where a rung changes its size, by that rung."""
-    words = [""] + [step.said for axis in axes.axes for step in axis.steps]
-    for name in (shapes[0][1] if shapes else {}):
-        pairs = [(got.get(name), expected[name], words[i]) for i, (got, expected) in enumerate(shapes)
-                 if expected.get(name) is not None]
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _rung_words(axes: Axes) -> list[str]:
+    """What a finding calls each of ``axes.cases()``: the base, then each rung's words."""
+    return ["the simplest case"] + [step.said for axis in axes.axes for step in axis.steps]
+
+
+def shape_finding(axes: Axes, rungs: Sequence[Rung]) -> str | None:
+    """Where an output has another shape than the reference's on every localising case (``rungs``:
+    what each gave), one relation between the two that holds on every case, in words, or None: an
+    axis missing or extra, two axes merged or swapped, an axis with entries too few or too many, or
+    of one size whatever the case. An axis is named by its place in the reference's shape and,
+    where a rung changes its size, by that rung."""
+    words = [""] + _rung_words(axes)[1:]
+    for name in (rungs[0].expected if rungs else {}):
+        pairs = [(_shape_of(rung.got.get(name)), _shape_of(rung.expected[name]), words[i])
+                 for i, rung in enumerate(rungs) if _shape_of(rung.expected[name]) is not None]
         if not pairs or any(got is None or got == expected for got, expected, _ in pairs):
             continue
         said = _shape_relation(pairs)
@@ -316,20 +333,75 @@ def _shape_relation(pairs: Sequence[tuple[tuple[int, ...], tuple[int, ...], str]
     return None
 
 
+# --------------------------------------------------------------------------
+# where in the output: the entries that differ in the first case that is wrong
+
+
+def where_it_differs(axes: Axes, rungs: Sequence["Rung | None"], verdicts: Sequence[bool | None]) -> str | None:
+    """In the first localising case the code gets wrong, the entries of an output that differ from
+    the reference's, when they are not all of them, in words: above, below or on the diagonal of
+    the last two axes, or some indices of one axis; None where every entry differs, where the shapes
+    differ, or where no case can be read entry by entry."""
+    words = _rung_words(axes)
+    first = next((i for i, right in enumerate(verdicts) if right is False), None)
+    rung = rungs[first] if first is not None and first < len(rungs) else None
+    if rung is None:
+        return None
+    for name, expected in rung.expected.items():
+        got = rung.got.get(name)
+        if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape \
+                or got.dim() == 0 or got.is_complex():
+            continue
+        differ = ~torch.isclose(got.detach().to("cpu", torch.float64), expected.to(torch.float64), equal_nan=True,
+                                **tolerance(rung.dtype))
+        if differ.any() and not differ.all():
+            where = _entries(differ)
+            if where:
+                return (f"In the first case it gets wrong ({words[first]}), the entries of your {name} that differ "
+                        f"from the reference's are {where}.")
+    return None
+
+
+def _entries(differ: torch.Tensor) -> str | None:
+    if differ.dim() >= 2 and min(differ.shape[-2:]) > 1:
+        plane = differ.reshape(-1, *differ.shape[-2:]).any(0)  # (L, S): where any leading slice differs
+        i, j = torch.arange(plane.shape[0])[:, None], torch.arange(plane.shape[1])[None, :]
+        for region, said in ((j > i, "above the diagonal of its last two axes (entries [..., i, j] with j > i)"),
+                             (j < i, "below the diagonal of its last two axes (entries [..., i, j] with j < i)"),
+                             (j == i, "on the diagonal of its last two axes (entries [..., i, i])")):
+            if torch.equal(plane, region):  # every entry of the region, and no other
+                return f"exactly those {said}"
+    for k, size in enumerate(differ.shape):
+        hit = differ.movedim(k, 0).reshape(size, -1).any(1)
+        if size > 1 and not hit.all():
+            at = hit.nonzero().flatten().tolist()
+            named = (f"index {at[0]} (the first)" if at == [0] else f"index {at[0]} (the last)" if at == [size - 1]
+                     else f"{'indices' if len(at) > 1 else 'index'} {', '.join(map(str, at))}")
+            return f"all at {named} of its axis {k} (of {size})"
+    return None
+
+
 def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
             base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None,
-            shapes: Sequence[tuple[Shapes, Shapes]] = ()) -> str | None:
+            rungs: Sequence["Rung | None"] = ()) -> str | None:
     """What the ladder shows, in words: where the base case is wrong and the module's steps were
     observed, the first step that differs (from the reference's own steps where ``run_reference``,
     the reference on the base case, calls them; else the projections' chain, ``inside_module``),
-    then the first rungs along the axes where the verdict changes; where every case is wrong, how
-    an output's shape differs from the reference's on every one (``shapes``: per case, the code's
-    and the reference's), if it does."""
+    then the first rungs along the axes where the verdict changes, and where in the output the first
+    wrong case differs (``rungs``: what each case gave); where every case is wrong in shape, how
+    an output's shape differs from the reference's on every one."""
     verdicts = [right(spec, outcome) for spec, outcome in zip(axes.cases(), ladder.outcomes)]
-    if verdicts and not any(verdicts) and len(shapes) == len(axes.cases()):
-        shaped = shape_finding(axes, shapes)
+    if verdicts and not any(verdicts) and len(rungs) == len(axes.cases()) and all(rungs):
+        shaped = shape_finding(axes, rungs)
         if shaped:
             return LEAD + shaped
+    where = where_it_differs(axes, rungs, verdicts)
+    found = _finding_from_verdicts(axes, ladder, verdicts, base, run_reference)
+    return f"{found} {where}" if found and where else found or (where and LEAD + where)
+
+
+def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], base: "Judged | None",
+                           run_reference: Callable[[], Any] | None) -> str | None:
     inside = None
     if axes.steps and base is not None and verdicts and verdicts[0] is False:
         expected = reference_steps(axes, run_reference) if run_reference is not None else {}
