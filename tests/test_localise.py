@@ -203,6 +203,7 @@ def _gqa_with(old: str, new: str):
     ("out.transpose(1, 2).reshape(B, T, d_model)", "out.reshape(B, T, d_model)",
      "what w_o is given (the attention's output, its heads merged) differs from the reference's"),
     ("return self.w_o(", "return x + self.w_o(", "your forward changes w_o's output before it returns it"),
+    ("return self.w_o(", "return (", "the output projection (w_o) is never called as a module"),
     # the diagonal hidden: wrong with one position too (no key left), so nothing along the axes
     ("cols > rows", "cols >= rows", "differs from the reference's: the mistake lies before the output projection (w_o)"),
     ("k = torch.repeat_interleave(k, group, dim=1)", "k = k.repeat(1, group, 1, 1)",
@@ -311,6 +312,16 @@ def test_the_entries_that_differ_in_the_first_wrong_case_are_said_where_they_are
     found = _finding("attention_scores", student) or ""
     said = "In the first case it gets wrong"
     assert (said in found and expected in found) if expected else said not in found, found
+
+
+@pytest.mark.parametrize("student, expected", [
+    (lambda q, k: 2 * (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5, "your scores is the reference's times a factor: 2 in"),
+    (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1], "times a factor: 0.5 (1/2) with d=4"),  # 1/sqrt(d) again
+    (lambda q, k: q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5 + 1, None),  # shifted, not scaled
+])
+def test_a_factor_is_said_only_where_each_wrong_case_is_the_reference_times_one_number(student, expected):
+    found = _finding("scaled_scores", student) or ""
+    assert (expected in found) if expected else "times a factor" not in found, found
 
 
 def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():

@@ -26,6 +26,7 @@ A finding says where the outputs go wrong, never why: it holds for mistakes nobo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -131,6 +132,9 @@ def inside_module(axes: Axes, ladder: Ladder, base: "Judged") -> str | None:
             return f"{said} ({name}) is never called: look at where you project."
         if module_input is not None and not _agree(ladder.steps[name].first(), module_input, dtype):
             return f"{said} ({name}) is not given the module's input: look at what you pass to {name}."
+    if last not in ladder.steps and ladder.outcomes[0].error is None:
+        before = f"{', '.join(said for _, said in inner)} are given the module's input; " if inner else ""
+        return f"{before}{last_said} ({last}) is never called as a module: look at what your forward returns."
     if last not in ladder.steps or f"{last}.weight" not in state or not isinstance(expected, torch.Tensor):
         return None
     given, made = ladder.steps[last].first(), ladder.steps[last].made
@@ -357,7 +361,7 @@ def where_it_differs(axes: Axes, rungs: Sequence["Rung | None"], verdicts: Seque
         if differ.any() and not differ.all():
             where = _entries(differ)
             if where:
-                return (f"In the first case it gets wrong ({words[first]}), the entries of your {name} that differ "
+                return (f"in the first case it gets wrong ({words[first]}), the entries of your {name} that differ "
                         f"from the reference's are {where}.")
     return None
 
@@ -381,6 +385,53 @@ def _entries(differ: torch.Tensor) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------
+# a factor: the reference's output times one number on each wrong case
+
+
+def factor_finding(axes: Axes, rungs: Sequence["Rung | None"], verdicts: Sequence[bool | None]) -> str | None:
+    """Where on every localising case the code gets wrong an output is the reference's times one
+    number (least squares, within the case's tolerance; another number on another case allowed),
+    those numbers in words, with the rungs where they change; else None."""
+    words = _rung_words(axes)
+    wrong = [i for i, right in enumerate(verdicts) if right is False]
+    if not wrong or any(i >= len(rungs) or rungs[i] is None for i in wrong):
+        return None
+    for name in rungs[wrong[0]].expected:
+        factors = [_factor(rungs[i].got.get(name), rungs[i].expected[name], rungs[i].dtype) for i in wrong]
+        if any(c is None for c in factors):
+            continue
+        said = [f"{_number(factors[0])} {'in' if wrong[0] == 0 else 'with'} {words[wrong[0]]}"]
+        said += [f"{_number(c)} with {words[i]}" for i, c in zip(wrong[1:], factors[1:])
+                 if not math.isclose(c, factors[0], rel_tol=1e-6)][:2]
+        return (f"on every case it gets wrong, your {name} is the reference's times a factor: "
+                f"{'; '.join(said)}.")
+    return None
+
+
+def _factor(got: Any, expected: Any, dtype: torch.dtype) -> float | None:
+    if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape \
+            or not got.is_floating_point():
+        return None
+    got, expected = got.detach().to("cpu", torch.float64), expected.to(torch.float64)
+    scale = float((expected * expected).sum())
+    if scale == 0 or not torch.isfinite(got).all():
+        return None
+    c = float((got * expected).sum()) / scale
+    fits = torch.allclose(got, c * expected, **tolerance(dtype)) and not torch.allclose(got, expected, **tolerance(dtype))
+    return c if fits and c != 0 else None
+
+
+def _number(c: float) -> str:
+    """A factor, with the simple form it has where it has one: 0.707 (1/√2), 0.25 (1/4), 3 ..."""
+    sign = "-" if c < 0 else ""
+    for n in range(2, 65):
+        for value, form in ((float(n), None), (1 / n, f"1/{n}"), (1 / math.sqrt(n), f"1/√{n}"), (math.sqrt(n), f"√{n}")):
+            if math.isclose(abs(c), value, rel_tol=1e-6):
+                return f"{sign}{n}" if form is None else f"{c:.3g} ({sign}{form})"
+    return f"{c:.3g}"
+
+
 def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
             base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None,
             rungs: Sequence["Rung | None"] = ()) -> str | None:
@@ -395,9 +446,11 @@ def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Out
         shaped = shape_finding(axes, rungs)
         if shaped:
             return LEAD + shaped
-    where = where_it_differs(axes, rungs, verdicts)
+    where = factor_finding(axes, rungs, verdicts) or where_it_differs(axes, rungs, verdicts)
     found = _finding_from_verdicts(axes, ladder, verdicts, base, run_reference)
-    return f"{found} {where}" if found and where else found or (where and LEAD + where)
+    if found and where:
+        return f"{found} {where[0].upper()}{where[1:]}"
+    return found or (where and LEAD + where)
 
 
 def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], base: "Judged | None",
