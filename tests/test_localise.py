@@ -324,6 +324,12 @@ def test_a_factor_is_said_only_where_each_wrong_case_is_the_reference_times_one_
     assert (expected in found) if expected else "times a factor" not in found, found
 
 
+def test_no_factor_is_said_of_one_number():
+    """Any wrong number is a multiple of the right one: that says nothing."""
+    right = _model_object("dot_product_variance")
+    assert "times a factor" not in (_finding("dot_product_variance", lambda q, k: right(q, k) + 0.01) or "x")
+
+
 def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
     student = _model_with("EncoderLayer", "self.self_attn(src, src, src,", "self.self_attn(query=src, key=src, value=src,")
     ladder = run_ladder(CHECKS["EncoderLayer"], student)

@@ -411,7 +411,7 @@ def factor_finding(axes: Axes, rungs: Sequence["Rung | None"], verdicts: Sequenc
 
 def _factor(got: Any, expected: Any, dtype: torch.dtype) -> float | None:
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor)) or got.shape != expected.shape \
-            or not got.is_floating_point():
+            or not got.is_floating_point() or got.numel() < 2:  # one number is always another one's multiple
         return None
     got, expected = got.detach().to("cpu", torch.float64), expected.to(torch.float64)
     scale = float((expected * expected).sum())
@@ -429,7 +429,7 @@ def _number(c: float) -> str:
         for value, form in ((float(n), None), (1 / n, f"1/{n}"), (1 / math.sqrt(n), f"1/√{n}"), (math.sqrt(n), f"√{n}")):
             if math.isclose(abs(c), value, rel_tol=1e-6):
                 return f"{sign}{n}" if form is None else f"{c:.3g} ({sign}{form})"
-    return f"{c:.3g}"
+    return f"{c:.3g}" if f"{c:.3g}" != "1" else f"{c:.6g}"
 
 
 def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
