@@ -1080,6 +1080,30 @@ def test_a_matrix_product_hint_names_a_transpose_only_where_the_line_makes_one()
     assert plain and not any("transpose" in h for h in plain), plain
 
 
+def test_sample_nexts_drawing_hints_defer_to_a_failing_next_token_distribution():
+    """Tokens that are the most probable ones are what argmax drawing gives, and also what a
+    distribution whose top-k keeps the wrong end gives: where the grader saw next_token_distribution
+    fail its own tests, sample_next's hint says to fix those first, not its drawing."""
+    from attention_checks.answers.judging import judge, judged
+    from attention_checks.record import Outcome
+    from attention_checks.registry import load_all
+
+    (check,) = [c for c in load_all().values() if c.name == "sample_next"]
+    cases = [dict()]
+    argmax = judged(check, cases[0]).x.args["logits"].argmax(-1)  # what top_k=1 would keep: argmax draws
+
+    def hints(seen):
+        report = judge(check, cases, [Outcome(argmax)], points=1, seen=seen)
+        return [line.strip() for line in report.text.splitlines() if line.strip().startswith("hint:")]
+
+    own = hints(None)
+    assert any("You take the most probable token" in h for h in own), own
+    assert hints({"next_token_distribution": True}) == own
+    failed = hints({"next_token_distribution": False})
+    assert any(h.startswith("hint: Your next_token_distribution fails its own tests above: ") for h in failed), failed
+    assert not any("You take the most probable token" in h for h in failed), failed
+
+
 def test_a_hint_that_depends_on_other_tests_says_the_cause_the_grader_saw():
     """08's training curve has two causes a student's own notebook cannot tell apart (judged one test
     at a time, its hint words both); the grader has judged the model's parts first, and says the

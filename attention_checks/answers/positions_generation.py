@@ -8,7 +8,7 @@ import torch
 
 from ..cases import Inputs, Spec
 from ..positions_generation import DRIFT, SHIFT, ToyLM, sampling_generator, scores
-from .catalogue import Answer, Fit, Mistake
+from .catalogue import Answer, Depends, Fit, Mistake
 
 Tensor = torch.Tensor
 NEG_INF = float("-inf")
@@ -274,14 +274,25 @@ def _sample_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found = {bug: Mistake(IN_THE_DISTRIBUTION + hint, dict(tokens=_draw(distribution(logits, **filters, bug=bug), x)))
              for bug, hint in DISTRIBUTION_BUGS.items()
              if bug not in ("not renormalised", "top-p one too few, none kept")}  # renormalised; a crash (below)
-    found["argmax"] = Mistake("You take the most probable token: draw one with torch.multinomial(probs, 1, "
-                              "generator=generator) from next_token_distribution's probabilities.",
-                              dict(tokens=distribution(logits, **filters).argmax(-1)))
-    found["filters ignored"] = Mistake("Your tokens are drawn from the plain softmax of the logits: draw from "
-                                       "next_token_distribution(logits, temperature, top_k, top_p).",
-                                       dict(tokens=_draw(logits.softmax(-1), x)))
+    found["argmax"] = _of_sample_next("You take the most probable token: draw one with torch.multinomial(probs, 1, "
+                                      "generator=generator) from next_token_distribution's probabilities.",
+                                      dict(tokens=distribution(logits, **filters).argmax(-1)))
+    found["filters ignored"] = _of_sample_next("Your tokens are drawn from the plain softmax of the logits: draw from "
+                                               "next_token_distribution(logits, temperature, top_k, top_p).",
+                                               dict(tokens=_draw(logits.softmax(-1), x)))
     found["generator ignored"] = _not_the_generators_draws(distribution(logits, **filters))  # last: the others first
     return found
+
+
+def _of_sample_next(hint: str, outputs: dict[str, Any]) -> Mistake:
+    """A mistake of sample_next's own drawing: its tokens are also what a next_token_distribution
+    that is wrong the same way gives (top-k taken from the wrong end keeps the most probable token
+    alone: argmax draws), so where the grader saw that function fail its own tests, the hint says
+    so instead."""
+    return Mistake(hint, outputs, depends=Depends(
+        ("next_token_distribution",), hint,
+        "sample_next draws from its probabilities, so tokens that differ may come from there. Fix what those "
+        "tests' hints say first."))
 
 
 def _not_the_generators_draws(probs: Tensor) -> Mistake:
