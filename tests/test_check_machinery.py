@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from nbformat.v4 import new_output
 
 from attention_checks import TOLERANCES, CheckFailed, PartialCredit
+from attention_checks.answers import positions_generation as answers_10
 from attention_checks.answers.judging import compare, judge, judge_records
 from attention_checks.core import PRIVATE_IMPLEMENTATIONS, WATCH_SWITCHED_OFF, ForbiddenCalls, quiet
 from attention_checks.inputs import keep_mask
@@ -1102,6 +1103,25 @@ def test_sample_nexts_drawing_hints_defer_to_a_failing_next_token_distribution()
     failed = hints({"next_token_distribution": False})
     assert any(h.startswith("hint: Your next_token_distribution fails its own tests above: ") for h in failed), failed
     assert not any("You take the most probable token" in h for h in failed), failed
+
+
+def test_a_decided_cause_replaces_its_mistake_also_where_a_hint_names_several():
+    """Twins merged into one hint ("One of these mistakes ...: A. Or: B") keep each part's own
+    Depends: the part the grader's tests decided is replaced, the others stay, a claim stays one."""
+    from attention_checks.answers.catalogue import Mistake, merge_twins, named_mistakes, one_of
+    from attention_checks.answers.hints import Claim
+    from attention_checks.answers.judging import _with_decided
+
+    same = {"tokens": torch.tensor([1, 2])}
+    a = Mistake("Your top-p keeps one token too few.", same)
+    b = Mistake("You take the most probable token.", same, depends=answers_10._of_sample_next("x", same).depends)
+    (merged,) = merge_twins({"a": a, "b": b}).values()
+    assert merged.members == (a, b) and merged.hint == one_of([a.hint, b.hint])
+    said = b.depends.said({"next_token_distribution": False})
+    decided = {part.hint: said for part in merged.members if part.depends is not None}
+    claim = _with_decided(Claim(merged.hint, named_mistakes(merged.hint)), decided)
+    assert isinstance(claim, Claim) and claim == one_of([a.hint, said]) and claim.mistakes == (a.hint, b.hint)
+    assert _with_decided(a.hint, decided) == a.hint
 
 
 def test_a_hint_that_depends_on_other_tests_says_the_cause_the_grader_saw():

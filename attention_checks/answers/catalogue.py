@@ -65,13 +65,20 @@ class Mistake:
     learning) gives `fits` instead: a test on the student's outputs (name -> value); `outputs`
     then only names what it explains (its values None). `depends`: a hint that the other graded
     names' own tests decide (Depends). `draws`: the mistake draws at random (a decoder that samples):
-    withdrawn where the check's localising cases saw the code give the same outputs from two seeds."""
+    withdrawn where the check's localising cases saw the code give the same outputs from two seeds.
+    `parts`: the mistakes merge_twins merged into this one (each keeps its own depends and draws)."""
 
     hint: str
     outputs: dict[str, Any]  # output name -> CPU float64 tensor or plain value; None or absent: not determined
     fits: Fit | None = None
     depends: Depends | None = None
     draws: bool = False
+    parts: tuple["Mistake", ...] = ()
+
+    @property
+    def members(self) -> tuple["Mistake", ...]:
+        """The mistakes this one stands for: its parts where it merges twins, else itself."""
+        return self.parts or (self,)
 
 
 def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
@@ -99,7 +106,8 @@ def merge_twins(mistakes: Mapping[str, Mistake]) -> dict[str, Mistake]:
         group = [mistake] + [other for other_name, other in mistakes.items()
                              if other_name != name and other_name not in taken and twins(mistake, other)]
         taken |= {other_name for other_name, other in mistakes.items() if any(other is g for g in group)}
-        merged[name] = mistake if len(group) == 1 else Mistake(one_of(g.hint for g in group), mistake.outputs)
+        merged[name] = mistake if len(group) == 1 else \
+            Mistake(one_of(g.hint for g in group), mistake.outputs, parts=tuple(g for m in group for g in m.members))
     return merged
 
 

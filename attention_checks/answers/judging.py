@@ -523,7 +523,8 @@ def diagnose(got: Mapping[str, Any], case: Judged, check: "Check", wrong: set[st
         if mistake.fits is not None:  # a test on the student's outputs, not one output to compare
             if mistake.outputs.keys() & wrong and mistake.fits(got):
                 # one that draws at random is a claim the localising cases can refute (refuted_by_ladder)
-                hints.append(Claim(mistake.hint, named_mistakes(mistake.hint)) if mistake.draws else mistake.hint)
+                drawn = any(part.draws for part in mistake.members)
+                hints.append(Claim(mistake.hint, named_mistakes(mistake.hint)) if drawn else mistake.hint)
                 wrong = wrong - mistake.outputs.keys()
                 if not wrong:
                     break
@@ -869,7 +870,7 @@ def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
     reseeded = check.axes.reseeded()
     if reseeded is not None and drew_nothing(check, ladder, *reseeded):
         first = judged(check, check.axes.cases()[reseeded[0]], REFERENCES)
-        refuted |= {hint for m in REFERENCES.mistakes(check, first) if m.draws for hint in named_mistakes(m.hint)}
+        refuted |= {part.hint for m in REFERENCES.mistakes(check, first) for part in m.members if part.draws}
     return refuted
 
 
@@ -895,9 +896,20 @@ def decide_dependent_hints(check: "Check", built: Sequence[Judged], results: Seq
     for case, result in zip(built, results):
         if result.fraction >= 1:
             continue
-        decided = {m.hint: said for m in case.source.mistakes(check, case)
-                   if m.depends is not None and (said := m.depends.said(seen)) is not None}
-        result.hints = [decided.get(hint, hint) for hint in result.hints]
+        decided = {part.hint: said for m in case.source.mistakes(check, case) for part in m.members
+                   if part.depends is not None and (said := part.depends.said(seen)) is not None}
+        if decided:
+            result.hints = [_with_decided(hint, decided) for hint in result.hints]
+
+
+def _with_decided(hint: Any, decided: Mapping[str, str]) -> Any:
+    """A hint with each mistake it names whose cause the grader's tests decided replaced by that
+    cause, also where it names several (merged twins, bugs alike at the case's tolerance)."""
+    named = named_mistakes(hint) if isinstance(hint, str) else []
+    if not any(part in decided for part in named):
+        return hint
+    text = one_of(decided.get(part, part) for part in named)
+    return Claim(text, hint.mistakes, hint.factor) if isinstance(hint, Claim) else text
 
 
 def add_finding(results: Sequence[CaseResult], found: str | None) -> None:
