@@ -207,7 +207,17 @@ def _by_parameter(module: torch.nn.Module, args: Any, kwargs: Any) -> dict[str, 
     (self_attn(x, x, x) and self_attn(query=x, key=x, value=x) alike); by position where the
     signature cannot be read (the forward may be student code)."""
     try:
-        return dict(inspect.signature(module.forward).bind_partial(*args, **kwargs).arguments)
+        signature = inspect.signature(module.forward)
+        found: dict[str, Any] = {}
+        for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:  # forward(self, *inputs)
+                found.update({f"{name}[{i}]": item for i, item in enumerate(value)})
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                found.update(value)
+            else:
+                found[name] = value
+        return found
     except Exception:  # noqa: BLE001 - student code, or a call that does not fit its own signature
         return {**{f"argument {i}": value for i, value in enumerate(args)}, **kwargs}
 

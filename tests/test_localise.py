@@ -337,6 +337,26 @@ def test_a_step_called_with_keywords_is_recorded_as_one_called_by_position():
     assert judging.localised(CHECKS["EncoderLayer"], ladder) is None  # right on every rung: nothing to say
 
 
+def test_a_step_whose_forward_takes_any_arguments_is_recorded_too():
+    """A submodule whose forward is ``forward(self, *inputs)`` (a student's own) is still observed:
+    never "never called" when it was called."""
+    class Doubles(torch.nn.Module):
+        def forward(self, *inputs, **options):
+            return inputs[0] * 2
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Doubles()
+
+        def forward(self, x):
+            return self.inner(x, scale=torch.ones(1))
+
+    with localise.StepRecorder(["inner"]) as recorder:
+        Outer()(torch.ones(2))
+    assert list(recorder.seen["inner"].given) == ["inputs[0]", "scale"]
+
+
 def test_a_distribution_filter_taken_from_the_wrong_end_is_localised_to_top_k():
     right = _model_object("next_token_distribution")
 
