@@ -245,7 +245,7 @@ def _after(right: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------
-# another shape on every rung: how it differs from the reference's, the same way on every one
+# what each localising case gave, read by the observations below
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,10 @@ def _shape_of(value: Any) -> tuple[int, ...] | None:
 def _rung_words(axes: Axes) -> list[str]:
     """What a finding calls each of ``axes.cases()``: the base, then each rung's words."""
     return ["the simplest case"] + [step.said for axis in axes.axes for step in axis.steps]
+
+
+# --------------------------------------------------------------------------
+# another shape on every rung: how it differs from the reference's, the same way on every one
 
 
 def shape_finding(axes: Axes, rungs: Sequence[Rung]) -> str | None:
