@@ -801,16 +801,25 @@ def verify_claims(check: "Check", built: Sequence[Judged], results: Sequence[Cas
 # where the outputs go wrong, by experiment (issue 59; attention_checks.localise, answers.localising)
 
 
-def rung_right(check: "Check", spec: Mapping[str, Any], outcome: Outcome) -> bool:
-    """Whether the student's code was right on one of the check's localising cases: every output the
-    reference's, within the tolerance of the case's dtype (its dtype and device aside: the ladder
-    localises wrong values)."""
+def rung(check: "Check", spec: Mapping[str, Any], outcome: Outcome) -> Rung | None:
+    """What the student's code gave on one of the check's localising cases, beside the reference's,
+    and whether it was right: every output the reference's, within the tolerance of the case's dtype
+    (its dtype and device aside: the ladder localises wrong values); None where the case raised or
+    gave another number of outputs (nothing to compare entry by entry)."""
     case = judged(check, spec, REFERENCES)
     if outcome.error is not None:
-        return False
+        return None
     got, problem = _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
-    return problem is None and all(close(got[name], case.expected[name], case.dtype, equal_nan=True)
-                                   for name in case.expected)
+    if problem is not None:
+        return None
+    right = all(close(got[name], case.expected[name], case.dtype, equal_nan=True) for name in case.expected)
+    return Rung(got, case.expected, case.dtype, right)
+
+
+def rung_right(check: "Check", spec: Mapping[str, Any], outcome: Outcome) -> bool:
+    """Whether the student's code was right on one of the check's localising cases (``rung``)."""
+    found = rung(check, spec, outcome)
+    return found is not None and found.right
 
 
 def localised(check: "Check", ladder: Ladder | None) -> str | None:
@@ -820,20 +829,8 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
         return None
     base = judged(check, check.axes.cases()[0], REFERENCES)
     with quiet():  # the reference on the base case, its steps recorded where it is a module of the same names
-        return finding(check.axes, ladder, functools.partial(rung_right, check), base,
-                       lambda: answer_for(check).reference(base.x, base.spec), _rung_outputs(check, ladder))
-
-
-def _rung_outputs(check: "Check", ladder: Ladder) -> list[Rung | None]:
-    """Per localising case, the code's outputs and the reference's, with the case's dtype; None
-    where the case raised or gave another number of outputs (nothing to compare entry by entry)."""
-    found: list[Rung | None] = []
-    for spec, outcome in zip(check.axes.cases(), ladder.outcomes):
-        case = judged(check, spec, REFERENCES)
-        got, problem = (None, "raised") if outcome.error is not None else \
-            _unpack(outcome.value, list(case.expected), AS_IS, case.sizes)
-        found.append(None if problem else Rung(got, case.expected, case.dtype))
-    return found
+        rungs = [rung(check, spec, outcome) for spec, outcome in zip(check.axes.cases(), ladder.outcomes)]
+        return finding(check.axes, ladder, rungs, base, lambda: answer_for(check).reference(base.x, base.spec))
 
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:
@@ -880,13 +877,11 @@ def drew_nothing(check: "Check", ladder: Ladder, first: int, reseeded: int) -> b
     draws at random is not what it does."""
     if reseeded >= len(ladder.outcomes):
         return False
-    case = judged(check, check.axes.cases()[first], REFERENCES)
-    names = list(case.expected)
-    (a, a_problem), (b, b_problem) = (_unpack(ladder.outcomes[i].value, names, AS_IS, case.sizes)
-                                      for i in (first, reseeded))
-    raised = any(ladder.outcomes[i].error is not None for i in (first, reseeded))
-    return not (raised or a_problem or b_problem) and all(
-        isinstance(a[name], torch.Tensor) and close(a[name], b[name], case.dtype, equal_nan=True) for name in names)
+    cases = check.axes.cases()
+    a, b = (rung(check, cases[i], ladder.outcomes[i]) for i in (first, reseeded))
+    return a is not None and b is not None and all(
+        isinstance(a.got[name], torch.Tensor) and close(a.got[name], b.got[name], a.dtype, equal_nan=True)
+        for name in a.expected)
 
 
 def decide_dependent_hints(check: "Check", built: Sequence[Judged], results: Sequence[CaseResult],

@@ -36,7 +36,6 @@ from ..core import quiet, tolerance
 from ..localise import Axes, Axis, Ladder, Seen, StepRecorder
 
 if TYPE_CHECKING:
-    from ..record import Outcome
     from .judging import Judged
 
 MOST_FINDINGS = 2  # axes named in one finding; more would not fit a hint
@@ -125,7 +124,7 @@ def inside_module(axes: Axes, ladder: Ladder, base: "Judged") -> str | None:
         return None
     x, dtype, expected = base.x, base.dtype, next(iter(base.expected.values()))
     state = x.extra.get("state") or {}
-    module_input = next((v for v in x.args.values() if isinstance(v, torch.Tensor) and v.is_floating_point()), None)
+    _, module_input = _first_input(base)
     *inner, (last, last_said) = axes.steps
     for name, said in inner:
         if name not in ladder.steps:
@@ -221,8 +220,7 @@ def output_relation(ladder: Ladder, base: "Judged", who: str) -> str | None:
     got, expected = _output(ladder.outcomes[0].value), next(iter(base.expected.values()), None)
     if not (isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor) and expected.is_floating_point()):
         return None
-    name, given = next(((k, v) for k, v in base.x.args.items() if isinstance(v, torch.Tensor) and v.is_floating_point()),
-                       (None, None))
+    name, given = _first_input(base)
     if given is not None and given.shape == expected.shape and _agree(got, expected + given, base.dtype):
         return (f"your output is the reference's plus the input {name}: {who} adds a residual the reference does "
                 "not have.")
@@ -231,6 +229,12 @@ def output_relation(ladder: Ladder, base: "Judged", who: str) -> str | None:
         return (f"your output is the reference's normalised over its last axis (mean 0, variance 1): {who} "
                 "applies a final norm that the reference does not.")
     return None
+
+
+def _first_input(base: "Judged") -> tuple[str | None, torch.Tensor | None]:
+    """The base case's first floating-point argument (a module's input: src, tgt, x), by name."""
+    return next(((name, value) for name, value in base.x.args.items()
+                 if isinstance(value, torch.Tensor) and value.is_floating_point()), (None, None))
 
 
 def _output(value: Any) -> Any:
@@ -250,12 +254,13 @@ def _after(right: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Rung:
-    """What one localising case gave: the code's outputs and the reference's (name -> value), and
-    the case's dtype (its tolerance)."""
+    """What one localising case gave: the code's outputs and the reference's (name -> value), the
+    case's dtype (its tolerance), and whether every output was right (judging.rung)."""
 
     got: Mapping[str, Any]
     expected: Mapping[str, Any]
     dtype: torch.dtype
+    right: bool
 
 
 def _shape_of(value: Any) -> tuple[int, ...] | None:
@@ -436,16 +441,15 @@ def _number(c: float) -> str:
     return f"{c:.3g}" if f"{c:.3g}" != "1" else f"{c:.6g}"
 
 
-def finding(axes: Axes, ladder: Ladder, right: Callable[[Mapping[str, Any], "Outcome"], bool | None],
-            base: "Judged | None" = None, run_reference: Callable[[], Any] | None = None,
-            rungs: Sequence["Rung | None"] = ()) -> str | None:
-    """What the ladder shows, in words: where the base case is wrong and the module's steps were
-    observed, the first step that differs (from the reference's own steps where ``run_reference``,
-    the reference on the base case, calls them; else the projections' chain, ``inside_module``),
-    then the first rungs along the axes where the verdict changes, and where in the output the first
-    wrong case differs (``rungs``: what each case gave); where every case is wrong in shape, how
-    an output's shape differs from the reference's on every one."""
-    verdicts = [right(spec, outcome) for spec, outcome in zip(axes.cases(), ladder.outcomes)]
+def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], base: "Judged | None" = None,
+            run_reference: Callable[[], Any] | None = None) -> str | None:
+    """What the ladder shows, in words (``rungs``: what each case that ran gave, None where it
+    raised): where the base case is wrong and the module's steps were observed, the first step that
+    differs (from the reference's own steps where ``run_reference``, the reference on the base case,
+    calls them; else the projections' chain, ``inside_module``), then the first rungs along the axes
+    where the verdict changes, and where in the output the first wrong case differs; where every
+    case is wrong in shape, how an output's shape differs from the reference's on every one."""
+    verdicts = [rung is not None and rung.right for rung in rungs]
     if verdicts and not any(verdicts) and len(rungs) == len(axes.cases()) and all(rungs):
         shaped = shape_finding(axes, rungs)
         if shaped:

@@ -75,8 +75,7 @@ def grade_assignment(course: Course, submissions: list[Submission], raise_failur
             if outcome["success"]:
                 results[sub.notebook] = graded[sub.notebook]
             else:
-                reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")]))
-                                         or "nbgrader failed")
+                reason = _failure_reason(outcome)
                 if raise_failures:
                     raise GraderFailed(f"autograde failed: {reason}")
                 results[sub.notebook] = NotebookResult.failed(
@@ -108,10 +107,9 @@ def _localised(course: Course, to_grade: list[Submission], graded: dict[str, Not
         if all(_scores(again[name]) == _scores(result) for name, result in graded.items()):
             return outcome, again
     else:  # the grader's own failure (the first run succeeded): said, never hidden behind the third run
-        reason = _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")])) or "nbgrader failed")
         print(f"autograder: the second run of {sub.student_id}'s {sub.assignment} (the ladders of "
-              f"{', '.join(wanted)}) failed in the grader: {reason}; graded again as the first time, "
-              "without findings", file=sys.stderr, flush=True)
+              f"{', '.join(wanted)}) failed in the grader: {_failure_reason(outcome)}; graded again as the first "
+              "time, without findings", file=sys.stderr, flush=True)
     outcome = course.api.autograde(sub.assignment, sub.student_id, force=True, create=True)
     return outcome, {s.notebook: _read_result(course, s) for s in to_grade} if outcome["success"] else {}
 
@@ -266,6 +264,11 @@ def read_autograded(text: str) -> nbformat.NotebookNode:
     validation: the course's exporter validated the notebook after its kernel ran and wrote it as
     version 4 (nothing to convert), and ``reads`` would only log what validating found."""
     return nbformat.reader.reads(text)
+
+
+def _failure_reason(outcome: dict) -> str:
+    """Why an nbgrader autograde failed, from its outcome (its log and error)."""
+    return _nbgrader_error("\n".join(filter(None, [outcome.get("log"), outcome.get("error")])) or "nbgrader failed")
 
 
 def _nbgrader_error(text: str) -> str:
