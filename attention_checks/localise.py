@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import linecache
 import os
 import random
 import time
@@ -223,12 +224,109 @@ def _by_parameter(module: torch.nn.Module, args: Any, kwargs: Any) -> dict[str, 
 
 
 @dataclass
+class Call:
+    """One PyTorch call that the code made on the base case: the tensor it made, the line of the
+    code that made it (its number in its cell and its text; 0 and "" where no line of the student's
+    is on the stack), and which earlier calls' results it took (their indices)."""
+
+    made: torch.Tensor
+    what: str = ""  # the function or method ("matmul", "softmax", "__getitem__")
+    line: int = 0
+    code: str = ""
+    takes: tuple[int, ...] = ()
+
+
+_NOT_STUDENT = tuple(os.path.dirname(module.__file__) + os.sep for module in (torch, contextlib))
+_CHECKS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class CallRecorder(torch.overrides.TorchFunctionMode):
+    """Every PyTorch function and tensor method that the code calls during one run, with the tensor
+    each one makes, in order (a ``TorchFunctionMode``: the calls PyTorch makes inside them are not
+    seen, only the code's own). ``lines``: also the line of code under study that made each one (the
+    innermost frame outside PyTorch and Python's own modules), and only the calls that code makes.
+    At most MOST_CALLS are kept; a tensor bigger than MOST_ELEMENTS is not kept, and a call that
+    takes it takes nothing known."""
+
+    MOST_CALLS = 400
+    MOST_ELEMENTS = 4096
+    MOST_CODE = 160  # characters of a line
+
+    def __init__(self, lines: bool = True):
+        super().__init__()
+        self.lines, self.calls = lines, []
+        self._index: dict[int, int] = {}  # id(tensor) -> the last call that made it
+        self._kept: list[torch.Tensor] = []  # the tensors themselves: their ids stay theirs while recording
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        made = func(*args, **kwargs)
+        if len(self.calls) < self.MOST_CALLS:
+            try:
+                self._keep(func, made, args, kwargs)
+            except Exception:  # noqa: BLE001 - a tensor subclass of the student's: the call is not kept
+                pass  # (recording never changes what the code computes)
+        return made
+
+    def _keep(self, func: Any, made: Any, args: Any, kwargs: Any) -> None:
+        tensors = [t for t in (made if isinstance(made, (tuple, list)) else [made])
+                   if isinstance(t, torch.Tensor) and t.device.type == "cpu" and 0 < t.numel() <= self.MOST_ELEMENTS
+                   and not t.is_complex()]
+        if not tensors:
+            return
+        takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
+        where = self._line() if self.lines else (0, "")
+        if where is None:
+            return
+        line, code = where
+        for tensor in tensors:
+            self._index[id(tensor)] = len(self.calls)
+            self._kept.append(tensor)
+            self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes))
+
+    def _line(self) -> tuple[int, str] | None:
+        """The line of the code under study that made the call, or None where the call is not one of
+        its steps: made by these checks themselves (building a case, moving a module), or by a
+        constructor (a module's parameters are given, like its inputs)."""
+        frame = inspect.currentframe()
+        while frame is not None and (frame.f_code in _RECORDING or frame.f_code.co_filename.startswith(_NOT_STUDENT)):
+            frame = frame.f_back
+        if frame is None:
+            return 0, ""
+        if os.path.abspath(frame.f_code.co_filename).startswith(_CHECKS) or frame.f_code.co_name == "__init__":
+            return None
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        return frame.f_lineno, code[:self.MOST_CODE]
+
+
+_RECORDING = {CallRecorder.__torch_function__.__code__, CallRecorder._keep.__code__, CallRecorder._line.__code__}
+
+
+def _name(func: Any) -> str:
+    name = str(getattr(func, "__name__", ""))
+    return name if name.isidentifier() and len(name) <= 40 else ""
+
+
+def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in a call's arguments (a list of tensors to torch.cat, a dict of keywords)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_in(item)
+
+
+@dataclass
 class Ladder:
-    """What the localising cases did: one outcome per case that ran, and the named submodules'
-    inputs and output in the base case."""
+    """What the localising cases did: one outcome per case that ran, and in the base case the named
+    submodules' inputs and output (a module's check) and the code's PyTorch calls (``Call``)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
     steps: dict[str, Seen] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
 
 
 def run_ladder(check: "Check", student: Any) -> Ladder:
@@ -243,14 +341,15 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
             if time.monotonic() - started > TIME_LIMIT_S:
                 break
             recorder = StepRecorder([name for name, _ in check.axes.steps] if index == 0 else [])
+            calls = CallRecorder() if index == 0 else contextlib.nullcontext()
             try:
                 inputs = check.build(spec)
-                with quiet(), recorder:
+                with quiet(), recorder, calls:
                     ran.outcomes.append(Outcome(check.call(student, inputs, check.spec(spec))))
             except Exception as error:  # noqa: BLE001 - student code
                 ran.outcomes.append(Outcome(error=describe_error(error)))
             if index == 0:
-                ran.steps = recorder.seen
+                ran.steps, ran.calls = recorder.seen, calls.calls
     return ran
 
 
@@ -261,7 +360,26 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
 def encode_ladder(ran: Ladder) -> dict:
     return {"outcomes": [_encode_outcome(o, None) for o in ran.outcomes],
             "steps": {str(name): {"given": {str(k): _encode(t, None) for k, t in seen.given.items()},
-                                  "made": _encode(seen.made, None)} for name, seen in ran.steps.items()}}
+                                  "made": _encode(seen.made, None)} for name, seen in ran.steps.items()},
+            "calls": [{"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
+                       "takes": list(call.takes)} for call in ran.calls]}
+
+
+def _decode_calls(data: Any) -> list[Call]:
+    """A record's calls, as far as they are well formed: each a tensor, a line number, the line's
+    text (cut to CallRecorder.MOST_CODE) and the indices of earlier calls only."""
+    calls: list[Call] = []
+    for item in data[:CallRecorder.MOST_CALLS] if isinstance(data, list) else ():
+        try:
+            made, line, code = _decode(item["made"]), int(item["line"]), str(item["code"])[:CallRecorder.MOST_CODE]
+            what, takes = str(item["what"]), tuple(int(i) for i in item["takes"])
+        except Exception:  # noqa: BLE001 - malformed: the calls after it are not read
+            break
+        if not isinstance(made, torch.Tensor) or made.numel() > CallRecorder.MOST_ELEMENTS \
+                or not all(0 <= i < len(calls) for i in takes):
+            break
+        calls.append(Call(made, what if what.isidentifier() and len(what) <= 40 else "", line, code, takes))
+    return calls
 
 
 def decode_ladder(data: Any, check: "Check") -> Ladder | None:
@@ -280,7 +398,7 @@ def decode_ladder(data: Any, check: "Check") -> Ladder | None:
             continue
         if name in declared and given and all(isinstance(t, torch.Tensor) for t in (made, *given.values())):
             steps[name] = Seen(given, made)
-    return Ladder(outcomes, steps)
+    return Ladder(outcomes, steps, _decode_calls(data.get("calls")))
 
 
 # --------------------------------------------------------------------------

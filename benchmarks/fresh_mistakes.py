@@ -15,7 +15,10 @@ declares (chosen when the mistake was written, before the grader was run on it):
            a verdict of a forbidden call or of tampering, which no fresh mistake makes
 
 A NAMED student may also be shown a catalogued hint that names another mistake: the column
-"+wrong" counts them (issue 59 wants a wrong hint for none).
+"+wrong" counts them (issue 59 wants a wrong hint for none). The column "+line" counts the
+students who are not NAMED but whose hint quotes, as code (`...`), a line their mistake changed:
+the lines of the file's cells that the model solution does not hold, where there are at most
+MOST_CHANGED of them (a cell rewritten whole has no line that is the mistake's).
 
     .venv/bin/python -m benchmarks.fresh_mistakes                      # every assignment, --jobs 2
     .venv/bin/python -m benchmarks.fresh_mistakes 09-attention-at-scale --show flash_scale_from_values
@@ -46,6 +49,9 @@ from pathlib import Path
 
 from classroom import REPO, Results, grade, load_corpus, make_submission
 from classroom.hints import FORBIDDEN, HINT
+from classroom.notebook import SourceNotebook
+
+from attention_checks.localise import CallRecorder
 
 from autograder.layout import SOLUTIONS_DIR, find_assignments
 
@@ -57,6 +63,7 @@ CLASSES = ("NAMED", "GENERIC", "VALUES", "WRONG")
 ACCUSATION = re.compile("|".join(map(re.escape, [FORBIDDEN, "outside the allowlist", "tamper",
                                                  "the course's own checks", "private implementations"])), re.I)
 SAME_HINT = 40  # a catalogued hint is recognised by its first characters (the rest may name a case's dims)
+MOST_CHANGED = 3  # lines a mistake changes, at most, for a hint quoting one of them to count as "+line"
 
 
 @dataclass
@@ -68,6 +75,7 @@ class FreshMistake:
     graded: str  # the graded name whose mistake it is ("# graded: ...")
     what: str  # the file's first comment: the mistake, in words
     locus: list[str]  # "# locus: a|b|c": a hint holding any of them names or localises the mistake
+    changed: list[str] = field(default_factory=list)  # the lines of code it changed (stripped), if few
 
     @classmethod
     def read(cls, path: Path) -> "FreshMistake":
@@ -77,10 +85,24 @@ class FreshMistake:
         assert locus and graded, f"{path}: needs '# graded: <name>' and '# locus: <phrase>|<phrase>...' lines"
         what = text.splitlines()[0].removeprefix("#").strip()
         return cls(path.parent.name, path.stem, graded.group(1), what,
-                   [p.strip() for p in locus.group(1).split("|") if p.strip()])
+                   [p.strip() for p in locus.group(1).split("|") if p.strip()], changed_lines(path.parent.name, text))
 
     def names_it(self, line: str) -> bool:
         return any(phrase.lower() in line.lower() for phrase in self.locus)
+
+    def quotes_its_line(self, line: str) -> bool:
+        return any(f"`{code[:CallRecorder.MOST_CODE]}" in line for code in self.changed)
+
+
+def changed_lines(assignment: str, text: str) -> list[str]:
+    """The lines of code in a fresh file's cells ("# %% cell: <grade id>") that the model solution's
+    cells do not hold, stripped; [] where there are more than MOST_CHANGED."""
+    solutions = SourceNotebook(assignment).solutions
+    parts = re.split(r"^# %% cell: (\S+)\s*$", text, flags=re.M)
+    changed = [line.strip() for gid, body in zip(parts[1::2], parts[2::2]) for line in body.splitlines()
+               if line.strip() and not line.strip().startswith("#")
+               and line.strip() not in {known.strip() for known in solutions.get(gid, "").splitlines()}]
+    return changed if len(changed) <= MOST_CHANGED else []
 
 
 @dataclass
@@ -93,6 +115,7 @@ class Verdict:
     points: float
     max_points: float
     kind: str  # one of CLASSES
+    quotes_line: bool  # not NAMED, yet a hint quotes a line the mistake changed
     hints: list[str] = field(default_factory=list)  # every distinct hint line of the failing tests
     wrong_hints: list[str] = field(default_factory=list)  # catalogued hints without a locus phrase
     accusations: list[str] = field(default_factory=list)  # lines that accuse the student of what it did not do
@@ -186,8 +209,9 @@ def verdicts(corpus: dict[tuple[str, str], FreshMistake], results: Results,
             sys.exit(f"{assignment}/{name}: not in the grader's results")
         failing = [t["message"] for t in notebook["tests"] if t["passed"] is False]
         kind, hints, wrong, accusations = classify(mistake, failing, catalogue[assignment])
+        quotes = kind != "NAMED" and any(mistake.quotes_its_line(h) for h in hints)
         found.append(Verdict(assignment, name, mistake.graded, float(notebook["score"]), float(notebook["max_score"]),
-                             kind, hints, wrong, accusations))
+                             kind, quotes, hints, wrong, accusations))
     return found
 
 
@@ -200,9 +224,10 @@ def totals(found: list[Verdict]) -> dict[str, dict[str, int]]:
             row["mistakes"] += 1
             row[v.kind] += 1
             row["+wrong"] += v.kind == "NAMED" and bool(v.wrong_hints)
+            row["+line"] += v.quotes_line
             row["full points"] += v.points >= v.max_points
     order = sorted(rows, key=lambda key: key == "all")  # the assignments as graded, then "all"
-    return {key: {k: rows[key][k] for k in ("mistakes", *CLASSES, "+wrong", "full points")} for key in order}
+    return {key: {k: rows[key][k] for k in ("mistakes", *CLASSES, "+wrong", "+line", "full points")} for key in order}
 
 
 def share(part: int, whole: int) -> str:
@@ -213,12 +238,12 @@ def print_report(found: list[Verdict], table: dict[str, dict[str, int]]) -> None
     width = max(len(f"{v.assignment}/{v.name}") for v in found)
     for v in found:
         shown = " | ".join(v.accusations + v.hints) or "(no hint)"
-        print(f"{v.kind:<7} {v.points:5.2f}/{v.max_points:<4g} {v.assignment}/{v.name:<{width - len(v.assignment) - 1}}  "
+        print(f"{v.kind + '+line' * v.quotes_line:<12} {v.points:5.2f}/{v.max_points:<4g} {v.assignment}/{v.name:<{width - len(v.assignment) - 1}}  "
               f"{shown[:300]}")
     print()
-    header = ("assignment", "mistakes", *CLASSES, "+wrong", "full points")
+    header = ("assignment", "mistakes", *CLASSES, "+wrong", "+line", "full points")
     lines = [header] + [(key, str(row["mistakes"]), *(share(row[c], row["mistakes"]) for c in CLASSES),
-                         str(row["+wrong"]), str(row["full points"])) for key, row in table.items()]
+                         str(row["+wrong"]), str(row["+line"]), str(row["full points"])) for key, row in table.items()]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     for i, line in enumerate(lines):
         print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths))))

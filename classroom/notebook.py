@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import linecache
 import re
 import warnings
 
@@ -122,7 +123,7 @@ class SourceNotebook:
         with contextlib.redirect_stdout(io.StringIO()):
             exec(compile(_python(self.cells["setup"].source), "<setup>", "exec"), namespace)
             for gid, source in self.solutions.items():
-                exec(compile((answers or {}).get(gid, source), f"<{gid}>", "exec"), namespace)
+                _run_cell((answers or {}).get(gid, source), f"<{gid}>", namespace)
         return namespace
 
     def grade_all(self, answers: dict[str, str] | None = None, namespace: dict | None = None
@@ -206,3 +207,10 @@ def _corpus(path) -> tuple[str, str | None, dict[str, str]]:
     """(expect, hint, cells) of one corpus file, for the per-assignment tests not yet on SourceNotebook."""
     entry = next(e for e in load_corpus(path.parent.name, cli=True) if e.name == path.stem)
     return entry.expect, entry.hint, entry.cells
+
+
+def _run_cell(source: str, filename: str, namespace: dict) -> None:
+    """A cell run as a kernel runs it: its lines can be read back by name (linecache), as a traceback
+    or the localising call recorder reads the lines of an IPython cell."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 import time
 
@@ -23,7 +24,7 @@ from attention_checks.answers import attention_at_scale as answers_09
 from attention_checks.answers import judging, localising
 from attention_checks.answers.judging import judge, judge_records, judged
 from attention_checks.localise import MOST_CASES, Ladder, decode_ladder, encode_ladder, run_ladder
-from attention_checks.record import MIME, Outcome, _encode_outcome
+from attention_checks.record import MIME, Outcome, _encode, _encode_outcome
 from attention_checks.registry import load_all
 from classroom import load_corpus
 from classroom.notebook import SourceNotebook
@@ -187,9 +188,9 @@ def test_a_cache_mistake_is_localised_to_the_second_update():
 
 
 def _model_with(name: str, old: str, new: str):
-    """The model solution's class ``name`` with one edit to its cell (a planted mistake)."""
+    """The model solution's class or function ``name`` with one edit to its cell (a planted mistake)."""
     nb = SourceNotebook(CHECKS[name].assignment)
-    cell = next(gid for gid, source in nb.solutions.items() if f"class {name}(" in source)
+    cell = next(gid for gid, source in nb.solutions.items() if f"class {name}(" in source or f"def {name}(" in source)
     assert old in nb.solutions[cell]
     return nb.student({cell: nb.solutions[cell].replace(old, new)})[name]
 
@@ -368,6 +369,107 @@ def test_a_distribution_filter_taken_from_the_wrong_end_is_localised_to_top_k():
         return right(scaled.masked_fill(scaled < kth, float("-inf")), 1.0, None, top_p)
 
     assert "right with no top-k; wrong with top_k=1" in _finding("next_token_distribution", wrong_end)
+
+
+# --------------------------------------------------------------------------
+# inside a function: the first line whose values the reference never computes
+
+
+@pytest.mark.parametrize("name, old, new, line", [
+    # a temperature of 1/2 slipped into a softmax written out: the reference's own softmax, written out, shows
+    # its shifted scores, so the line after them is named
+    ("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()", "exps = (2 * shifted).exp()"),
+    ("simple_self_attention", "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores ** 2, dim=-1)",
+     "weights = torch.softmax(scores ** 2, dim=-1)"),
+    # the unbiased variance: the mean before it is right, the variance is not (the reference is F.layer_norm,
+    # one fused call, written out)
+    ("LayerNorm", "var = ((x - mean) ** 2).mean(dim=dims, keepdim=True)",
+     "var = ((x - mean) ** 2).sum(dim=dims, keepdim=True) / (x.shape[-1] - 1)", "var = ((x - mean) ** 2).sum("),
+    # a constant made from no input: the frequencies counted from one
+    ("apply_rope", "torch.arange(d // 2,", "torch.arange(1, d // 2 + 1,", "freq = base ** (-2 * torch.arange(1, d // 2 + 1,"),
+    ("apply_rope", "return torch.cat((a * c - b * s, a * s + b * c), dim=-1)",
+     "return torch.cat((a * c + b * s, a * s - b * c), dim=-1)", "return torch.cat((a * c + b * s, a * s - b * c)"),
+])
+def test_a_functions_first_line_that_leaves_the_references_values_is_named(name, old, new, line):
+    found = _finding(name, _model_with(name, old, new)) or ""
+    assert localising.STEP_BY_STEP in found and f"(`{line}" in found, found
+    assert "is the first to make values that the reference never computes" in found, found
+
+
+def test_a_step_written_another_way_is_right_where_what_is_made_from_it_is():
+    """A softmax written without the shift: its exponentials are not the reference's (shifted) ones,
+    yet the weights made from them are, so the line named is the later one that is wrong."""
+    def attention(x):
+        exps = torch.exp(x @ x.transpose(-2, -1) / math.sqrt(x.size(-1)))
+        weights = exps / exps.sum(dim=-1, keepdim=True)
+        return weights @ x.flip(-1), weights
+    found = _finding("simple_self_attention", attention) or ""
+    assert "(`return weights @ x.flip(-1), weights`) is the first" in found, found
+    assert "Before it, lines" in found and "exps = torch.exp" not in found, found
+
+
+def test_a_line_that_changes_nothing_in_the_smallest_case_is_said():
+    """Scaled by the square root of the batch size, which is 1 in the smallest case: the scaled scores
+    are the reference's unscaled ones, so the softmax after them is the first line that differs, and
+    the line that left its values unchanged is said with it."""
+    def attention(x):
+        scores = x @ x.transpose(-2, -1)
+        scores = scores / math.sqrt(x.size(0))
+        weights = torch.softmax(scores, dim=-1)
+        return weights @ x, weights
+    found = _finding("simple_self_attention", attention) or ""
+    first = attention.__code__.co_firstlineno
+    assert f"line {first + 3} of your code (`weights = torch.softmax(scores, dim=-1)`)" in found, found
+    assert f"Line {first + 2} leaves the values given to it unchanged in this case." in found, found
+
+
+def test_an_output_that_is_one_of_the_references_earlier_values_is_said_so():
+    found = _finding("softmax", _model_with("softmax", "return exps / exps.sum(dim=dim, keepdim=True)",
+                                            "return exps")) or ""
+    assert "your output holds values the reference computes on its way (in its softmax)" in found, found
+
+
+def test_nothing_is_said_step_by_step_where_the_reference_shows_no_step():
+    """A reference that is one opaque call shows no value between its inputs and its output: no line
+    can be said to leave it."""
+    check = CHECKS["simple_self_attention"]
+    ladder = run_ladder(check, _model_with("simple_self_attention", "weights = torch.softmax(scores, dim=-1)",
+                                           "weights = torch.softmax(scores ** 2, dim=-1)"))
+    base = judged(check, check.axes.cases()[0], judging.REFERENCES)
+    assert ladder.calls and localising.first_call_that_differs(ladder, base, lambda: base.x.args["x"].exp()) is not None
+    opaque = lambda: (base.expected["output"].clone(), base.expected["weights"].clone())  # noqa: E731
+    assert localising.first_call_that_differs(ladder, base, opaque) is None
+
+
+def test_values_are_the_same_only_in_the_same_order():
+    x = torch.arange(24, dtype=torch.float64).reshape(2, 3, 4)
+    same = functools.partial(localising._same_values, dtype=torch.float64)
+    assert same(x, x.reshape(2, 12)) and same(x, x[None]) and same(x.reshape(2, 3, 2, 2), x)  # heads by a view
+    assert not same(x, x.transpose(-2, -1).contiguous()) and not same(x, x.reshape(6, 4).T.contiguous())
+    assert not same(x.reshape(2, 12), x.reshape(4, 6)) and not same(x > 3, (x > 3).double())
+
+
+def test_the_calls_recorded_are_the_codes_own_steps():
+    """Neither the checks' own calls (building a case, the module's constructor) nor a call that
+    raises inside a student's tensor subclass change what the code computes or reach the record."""
+    ladder = run_ladder(CHECKS["LayerNorm"], _model_object("LayerNorm"))
+    assert ladder.calls and all(call.line > 0 and "nn.Parameter" not in call.code for call in ladder.calls)
+    assert [call.what for call in ladder.calls][:2] == ["mean", "sub"], ladder.calls
+
+
+def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
+    check = CHECKS["softmax"]
+    recorded = encode_ladder(run_ladder(check, _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() * 2")))
+    assert len(decode_ladder(recorded, check).calls) == len(recorded["calls"]) >= 3
+    forward = json.loads(json.dumps(recorded))
+    forward["calls"][1]["takes"] = [2]  # a call that takes a later one
+    assert len(decode_ladder(forward, check).calls) == 1
+    huge = json.loads(json.dumps(recorded))
+    huge["calls"][0]["made"] = _encode(torch.zeros(localise.CallRecorder.MOST_ELEMENTS + 1), None)
+    assert decode_ladder(huge, check).calls == []
+    long_line = json.loads(json.dumps(recorded))
+    long_line["calls"][0]["code"] = "x" * 10_000
+    assert len(decode_ladder(long_line, check).calls[0].code) == localise.CallRecorder.MOST_CODE
 
 
 # --------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import torch
 
 from ..core import quiet, tolerance
-from ..localise import Axes, Axis, Ladder, Seen, StepRecorder
+from ..localise import Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder
 
 if TYPE_CHECKING:
     from .judging import Judged
@@ -246,6 +246,203 @@ def _after(right: Sequence[str]) -> str:
     if not right:
         return " (the first step)"
     return f" (before it, {' and '.join(right) if len(right) < 3 else ', '.join(right)} {'is' if len(right) == 1 else 'are'} right)"
+
+
+
+# --------------------------------------------------------------------------
+# inside a function: the first call whose result the reference never computes (item 2)
+
+
+class ReferenceRecorder(CallRecorder):
+    """The reference's calls, each fused operation also written out (``written_out``): a softmax is
+    also its maximum, its shifted scores, their exponentials and sums, so that code which writes
+    it out step by step meets the reference's values at every step."""
+
+    def __init__(self):
+        super().__init__(lines=False)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        made = super().__torch_function__(func, types, args, kwargs)
+        try:
+            steps = written_out(getattr(func, "__name__", ""), args, kwargs or {})
+        except Exception:  # noqa: BLE001 - arguments of another form: the fused call alone
+            steps = []
+        self.calls += [Call(step.detach().clone(), getattr(func, "__name__", "")) for step in steps]
+        return made
+
+
+def _softmax_steps(scores: torch.Tensor, dim: int) -> list[torch.Tensor]:
+    shifted = scores - scores.amax(dim, keepdim=True)
+    steps = [scores.amax(dim, keepdim=True), shifted]
+    for exps in (shifted.exp(), scores.exp()):
+        steps += [exps, exps.sum(dim, keepdim=True), exps / exps.sum(dim, keepdim=True)]
+    return steps
+
+
+def _attention_steps(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                     enable_gqa=False) -> list[torch.Tensor]:
+    if enable_gqa and k.dim() >= 3 and q.shape[-3] != k.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(group, dim=-3), v.repeat_interleave(group, dim=-3)
+    scores = q @ k.transpose(-2, -1)
+    scaled = scores * (scale if scale is not None else q.shape[-1] ** -0.5)
+    L, S = scores.shape[-2:]
+    if is_causal:
+        attn_mask = torch.ones(L, S, dtype=torch.bool).tril()
+    masked = scaled
+    if attn_mask is not None:
+        masked = scaled.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scaled + attn_mask
+    weights = masked.softmax(-1)
+    return [k.transpose(-2, -1), scores, scaled, masked, *_softmax_steps(masked, -1), weights @ v]
+
+
+def _layer_norm_steps(x, normalized_shape, weight=None, bias=None, eps=1e-5) -> list[torch.Tensor]:
+    dims = tuple(range(-len(normalized_shape), 0))
+    mean = x.mean(dims, keepdim=True)
+    centred = x - mean
+    variance = centred.pow(2).mean(dims, keepdim=True)
+    normalised = centred / (variance + eps).sqrt()
+    steps = [mean, centred, centred.pow(2), variance, variance + eps, (variance + eps).sqrt(),
+             (variance + eps).rsqrt(), normalised]
+    return steps + ([normalised * weight] if weight is not None else [])
+
+
+def written_out(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
+    """The values a fused PyTorch operation computes on the way, as code that writes it out meets
+    them: softmax (its maximum, shifted scores, exponentials, their sums), layer_norm (mean,
+    centred values, variance, ...), linear (the product before the bias) and
+    scaled_dot_product_attention (the scores, scaled, masked, their softmax); [] for any other."""
+    if name in ("softmax", "log_softmax"):
+        dim = args[1] if len(args) > 1 else kwargs["dim"]
+        return _softmax_steps(args[0], dim)
+    if name == "layer_norm":
+        return _layer_norm_steps(*args, **kwargs)
+    if name == "linear":
+        x, weight = args[0], args[1] if len(args) > 1 else kwargs["weight"]
+        return [weight.transpose(-2, -1), x @ weight.transpose(-2, -1)]
+    if name == "scaled_dot_product_attention":
+        return _attention_steps(*args, **kwargs)
+    return []
+
+
+def reference_calls(run_reference: Callable[[], Any]) -> list[Call]:
+    """The PyTorch calls the reference makes on the base case, with what each one made, its fused
+    operations written out (``ReferenceRecorder``); [] where it raises."""
+    recorder = ReferenceRecorder()
+    try:
+        with quiet(), torch.no_grad(), recorder:
+            run_reference()
+    except Exception:  # noqa: BLE001 - nothing to compare with
+        return []
+    return recorder.calls
+
+
+def _informative(t: torch.Tensor) -> bool:
+    """Whether a value can say where code is right: two entries at least, not all equal (a single
+    number or a constant matches too much by chance)."""
+    flat = t.reshape(-1)
+    return flat.numel() >= 2 and not bool((flat == flat[0]).all())
+
+
+def _merges(short: Sequence[int], long: Sequence[int]) -> bool:
+    """Whether the axes ``long`` become ``short`` by merging runs of neighbours ((B, L, h, d) ->
+    (B, L, h·d): heads split by a view); sizes of 1 are left out of both before."""
+    i = 0
+    for size in short:
+        product = 1
+        while product < size and i < len(long):
+            product, i = product * long[i], i + 1
+        if product != size:
+            return False
+    return i == len(long)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    """The same values in the same order, whatever axes of size 1 or neighbouring axes merged by a view
+    tell them apart (never transposed: axes in another order are another value)."""
+    if a.numel() != b.numel() or (a.dtype == torch.bool) != (b.dtype == torch.bool):
+        return False
+    short, long = [n for n in a.shape if n != 1], [n for n in b.shape if n != 1]
+    if len(short) > len(long):
+        short, long = long, short
+    if not _merges(short, long):
+        return False
+    return torch.allclose(a.reshape(-1).to(torch.float64), b.reshape(-1).to(torch.float64), equal_nan=True,
+                          **tolerance(dtype))
+
+
+def first_call_that_differs(ladder: Ladder, base: "Judged", run_reference: Callable[[], Any]) -> str | None:
+    """Where a function's computation leaves the reference's, on the base case: the values that each
+    of the code's PyTorch calls made (ladder.calls), against every value the reference computes on
+    the same inputs (its calls, its inputs and its output). A call's result is right where the
+    reference computes the same values, or where a later result made from it is right (another route
+    to the same value: a softmax written out); the first call that leads to the output and is not is
+    where the results leave the reference's, and none made from it comes back. Said only where the
+    reference shows its steps (a single opaque call shows none), and with the line of code that made
+    it. Where the output itself is one of the reference's earlier values, that is said instead."""
+    calls, outcome = ladder.calls, ladder.outcomes[0] if ladder.outcomes else None
+    output = _output(outcome.value) if outcome is not None else None
+    if not calls or not isinstance(output, torch.Tensor):
+        return None
+    reference = [call for call in reference_calls(run_reference) if _informative(call.made)]
+    outputs = [v for v in base.expected.values() if isinstance(v, torch.Tensor)]
+    inputs = [v for v in (*base.x.args.values(), *base.x.kwargs.values()) if isinstance(v, torch.Tensor)]
+    steps = [call for call in reference if not any(_same_values(call.made, v, base.dtype) for v in outputs + inputs)]
+    if not steps:
+        return None  # one opaque call (scaled_dot_product_attention): no step to compare with
+    pool: dict[int, list[torch.Tensor]] = {}  # by number of entries: only those can hold the same values
+    for value in [call.made for call in reference] + outputs + inputs:
+        pool.setdefault(value.numel(), []).append(value)
+    made_output = [i for i, call in enumerate(calls) if call.made.shape == output.shape
+                   and torch.equal(call.made.to(torch.float64), output.to(torch.float64))]
+    if not made_output:
+        return None
+    last = made_output[-1]
+    if any(_same_values(output, v, base.dtype) for v in outputs):
+        return None
+    earlier = next((call for call in steps if _same_values(output, call.made, base.dtype)), None)
+    if earlier is not None:
+        return (f"your output holds values the reference computes on its way{f' (in its {earlier.what})' * bool(earlier.what)}, "
+                "before its output: the reference does more after them.")
+    informative = [_informative(call.made) for call in calls]
+    holds = [informative[i] and any(_same_values(call.made, v, base.dtype) for v in pool.get(call.made.numel(), ()))
+             for i, call in enumerate(calls)]
+    leads_to_right = list(holds)  # a result from which a right one is made
+    for i in reversed(range(len(calls))):
+        if leads_to_right[i]:
+            for j in calls[i].takes:
+                leads_to_right[j] = True
+    needed = {last}
+    for i in reversed(range(last + 1)):
+        if i in needed:
+            needed.update(calls[i].takes)
+    first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
+    if first is None or calls[first].line <= 0:
+        return None
+    # before it: the lines that made the reference's values, and those that left what they took as it was
+    # (a scale that is 1 on this case, where the reference's is not)
+    unchanged = sorted({calls[i].line for i in needed if i < first and calls[i].line not in (0, calls[first].line)
+                        and any(_same_values(calls[i].made, calls[j].made, base.dtype) for j in calls[i].takes)})
+    right = sorted({calls[i].line for i in needed if i < first and holds[i] and calls[i].line > 0} - set(unchanged)
+                   - {calls[first].line})
+    said = [f"line {calls[first].line} of your code{_quoted(calls[first])} is the first to make values that the "
+            "reference never computes, and nothing made from them comes back to the reference's."]
+    if right:
+        said.append(f"Before it, line{'s' * (len(right) > 1)} {_lines(right)} make{'s' * (len(right) == 1)} the "
+                    "reference's values.")
+    if unchanged:
+        said.append(f"Line{'s' * (len(unchanged) > 1)} {_lines(unchanged)} leave{'s' * (len(unchanged) == 1)} the "
+                    "values given to {} unchanged in this case.".format("it" if len(unchanged) == 1 else "them"))
+    return " ".join(said)
+
+
+def _quoted(call: Call) -> str:
+    return f" (`{call.code}`)" if call.code else ""
+
+
+def _lines(numbers: Sequence[int]) -> str:
+    shown = [str(n) for n in numbers[-3:]]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
 # --------------------------------------------------------------------------
@@ -469,7 +666,8 @@ def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool |
         inside = steps_compared(axes, ladder, expected, base) if expected else inside_module(axes, ladder, base)
     elif base is not None and verdicts and verdicts[0] is False and ladder.outcomes:
         related = output_relation(ladder, base, "your code")
-        inside = related and RELATED + related
+        traced = not related and run_reference is not None and first_call_that_differs(ladder, base, run_reference)
+        inside = (related and RELATED + related) or traced
     along = along_axes(axes, verdicts)
     if inside:  # the step, then what the ladder adds (which heads, which positions)
         return (inside if inside.startswith(RELATED) else STEP_BY_STEP + inside) + (f" {along}" if along else "")
