@@ -39,6 +39,11 @@ that combines blocks").
   the reference's order, whose output differs from the reference's own (recorded the same way
   where the reference is a PyTorch module of the same names; else, for a chain of projections,
   the merged heads are solved from the reference's output through w_o).
+* **Calls inside a function** (item 2): every localising case records the PyTorch calls the code
+  makes (``CallRecorder``, a ``TorchFunctionMode``: each result, the line of the student's code that
+  made it, the earlier results it took), and the grader names the first result on the way to the
+  output that the reference's computation never holds and from which nothing right is made
+  (``answers.localising.first_call_that_differs``).
 * **Every finding is an observation.** What the grader says is only what the ladder showed: the
   rung where the outputs went wrong and the one below it where they were right, and the part of
   the computation that the axis exercises. It stands where no catalogued diagnosis survived its
@@ -245,16 +250,16 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
     each one makes, in order (a ``TorchFunctionMode``: the calls PyTorch makes inside them are not
     seen, only the code's own). ``lines``: also the line of code under study that made each one (the
     innermost frame outside PyTorch and Python's own modules), and only the calls that code makes.
-    At most MOST_CALLS are kept; a tensor bigger than MOST_ELEMENTS is not kept, and a call that
-    takes it takes nothing known."""
+    At most MOST_CALLS are kept, holding MOST_ELEMENTS entries in all: a tensor past them is not
+    kept, and a call that takes it takes nothing known."""
 
-    MOST_CALLS = 400
-    MOST_ELEMENTS = 4096
+    MOST_CALLS = 200
+    MOST_ELEMENTS = 4096  # a localising case's tensors have tens of entries: a case's record stays small
     MOST_CODE = 160  # characters of a line
 
     def __init__(self, lines: bool = True):
         super().__init__()
-        self.lines, self.calls = lines, []
+        self.lines, self.calls, self.elements = lines, [], 0
         self._index: dict[int, int] = {}  # id(tensor) -> the last call that made it
         self._kept: list[torch.Tensor] = []  # the tensors themselves: their ids stay theirs while recording
 
@@ -270,9 +275,8 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
 
     def _keep(self, func: Any, made: Any, args: Any, kwargs: Any) -> None:
         tensors = [t for t in (made if isinstance(made, (tuple, list)) else [made])
-                   if isinstance(t, torch.Tensor) and t.device.type == "cpu" and 0 < t.numel() <= self.MOST_ELEMENTS
-                   and not t.is_complex()]
-        if not tensors:
+                   if isinstance(t, torch.Tensor) and t.device.type == "cpu" and 0 < t.numel() and not t.is_complex()]
+        if not tensors or self.elements + sum(t.numel() for t in tensors) > self.MOST_ELEMENTS:
             return
         takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
         where = self._line() if self.lines else (0, "")
@@ -280,6 +284,7 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
             return
         line, code = where
         for tensor in tensors:
+            self.elements += tensor.numel()
             self._index[id(tensor)] = len(self.calls)
             self._kept.append(tensor)
             self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes))
@@ -321,12 +326,12 @@ def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
 
 @dataclass
 class Ladder:
-    """What the localising cases did: one outcome per case that ran, and in the base case the named
-    submodules' inputs and output (a module's check) and the code's PyTorch calls (``Call``)."""
+    """What the localising cases did: one outcome per case that ran, and the code's PyTorch calls in
+    each (``Call``); in the base case, the named submodules' inputs and output (a module's check)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
     steps: dict[str, Seen] = field(default_factory=dict)
-    calls: list[Call] = field(default_factory=list)
+    calls: list[list[Call]] = field(default_factory=list)  # one list per outcome
 
 
 def run_ladder(check: "Check", student: Any) -> Ladder:
@@ -341,15 +346,17 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
             if time.monotonic() - started > TIME_LIMIT_S:
                 break
             recorder = StepRecorder([name for name, _ in check.axes.steps] if index == 0 else [])
-            calls = CallRecorder() if index == 0 else contextlib.nullcontext()
+            # a module that names its steps is compared step by step; any other code, call by call
+            calls = CallRecorder()
             try:
                 inputs = check.build(spec)
-                with quiet(), recorder, calls:
+                with quiet(), recorder, calls if not check.axes.steps else contextlib.nullcontext():
                     ran.outcomes.append(Outcome(check.call(student, inputs, check.spec(spec))))
             except Exception as error:  # noqa: BLE001 - student code
                 ran.outcomes.append(Outcome(error=describe_error(error)))
+            ran.calls.append(calls.calls)
             if index == 0:
-                ran.steps, ran.calls = recorder.seen, calls.calls
+                ran.steps = recorder.seen
     return ran
 
 
@@ -361,21 +368,24 @@ def encode_ladder(ran: Ladder) -> dict:
     return {"outcomes": [_encode_outcome(o, None) for o in ran.outcomes],
             "steps": {str(name): {"given": {str(k): _encode(t, None) for k, t in seen.given.items()},
                                   "made": _encode(seen.made, None)} for name, seen in ran.steps.items()},
-            "calls": [{"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
-                       "takes": list(call.takes)} for call in ran.calls]}
+            "calls": [[{"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
+                        "takes": list(call.takes)} for call in calls] for calls in ran.calls]}
 
 
 def _decode_calls(data: Any) -> list[Call]:
-    """A record's calls, as far as they are well formed: each a tensor, a line number, the line's
-    text (cut to CallRecorder.MOST_CODE) and the indices of earlier calls only."""
+    """One case's recorded calls, as far as they are well formed: each a tensor, a line number, the
+    line's text (cut to CallRecorder.MOST_CODE) and the indices of earlier calls only, within the
+    recorder's bounds."""
     calls: list[Call] = []
+    elements = 0
     for item in data[:CallRecorder.MOST_CALLS] if isinstance(data, list) else ():
         try:
             made, line, code = _decode(item["made"]), int(item["line"]), str(item["code"])[:CallRecorder.MOST_CODE]
             what, takes = str(item["what"]), tuple(int(i) for i in item["takes"])
         except Exception:  # noqa: BLE001 - malformed: the calls after it are not read
             break
-        if not isinstance(made, torch.Tensor) or made.numel() > CallRecorder.MOST_ELEMENTS \
+        elements += made.numel() if isinstance(made, torch.Tensor) else 0
+        if not isinstance(made, torch.Tensor) or elements > CallRecorder.MOST_ELEMENTS \
                 or not all(0 <= i < len(calls) for i in takes):
             break
         calls.append(Call(made, what if what.isidentifier() and len(what) <= 40 else "", line, code, takes))
@@ -398,7 +408,8 @@ def decode_ladder(data: Any, check: "Check") -> Ladder | None:
             continue
         if name in declared and given and all(isinstance(t, torch.Tensor) for t in (made, *given.values())):
             steps[name] = Seen(given, made)
-    return Ladder(outcomes, steps, _decode_calls(data.get("calls")))
+    traces = data.get("calls") if isinstance(data.get("calls"), list) else []
+    return Ladder(outcomes, steps, [_decode_calls(trace) for trace in traces[:len(outcomes)]])
 
 
 # --------------------------------------------------------------------------

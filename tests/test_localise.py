@@ -195,6 +195,11 @@ def _model_with(name: str, old: str, new: str):
     return nb.student({cell: nb.solutions[cell].replace(old, new)})[name]
 
 
+def _model_source(name: str) -> str:
+    nb = SourceNotebook(CHECKS[name].assignment)
+    return next(source for source in nb.solutions.values() if f"class {name}(" in source or f"def {name}(" in source)
+
+
 def _gqa_with(old: str, new: str):
     return _model_with("GroupedQueryAttention", old, new)
 
@@ -396,6 +401,30 @@ def test_a_functions_first_line_that_leaves_the_references_values_is_named(name,
     assert "is the first to make values that the reference never computes" in found, found
 
 
+def test_a_mistake_that_shows_on_a_rung_only_is_traced_on_the_first_rung_it_gets_wrong():
+    """Masked with 0 instead of -inf: right without a mask (the smallest case), so the calls are
+    compared on the first rung that is wrong, and the finding says which one."""
+    student = _model_with("masked_attention", 'scores = scores.masked_fill(attn_mask, float("-inf"))',
+                          "scores = scores.masked_fill(attn_mask, 0.0)")
+    found = _finding("masked_attention", student) or ""
+    assert found.startswith("The first case it gets wrong (a causal mask), step by step against the reference: "
+                            "line "), found
+    assert "(`scores = scores.masked_fill(attn_mask, 0.0)  # (L, S) broadcasts`) is the first" in found, found
+
+
+def test_a_line_that_makes_a_wrong_single_number_is_never_said_to_be_right():
+    """The threshold taken one place too far: its line calls topk (the reference's values) and then
+    slices one number per row (one row: a single number, which is not judged). The line is not
+    said to make the reference's values; the first line judged wrong after it is named."""
+    student = _model_with("next_token_distribution", ".values[..., -1:]", ".values[..., -2:-1]")
+    found = _finding("next_token_distribution", student) or ""
+    assert "(`p = p.masked_fill(p < kth_largest, 0.0)`) is the first" in found, found
+    threshold = next(i + 1 for i, line in enumerate(_model_source("next_token_distribution").splitlines())
+                     if "kth_largest = torch.topk" in line)
+    right = found.split("Before it, ")[1].split(".")[0]  # "line 4 makes the reference's values"
+    assert right.startswith("line") and str(threshold) not in right.split(" make")[0], found
+
+
 def test_a_step_written_another_way_is_right_where_what_is_made_from_it_is():
     """A softmax written without the shift: its exponentials are not the reference's (shifted) ones,
     yet the weights made from them are, so the line named is the later one that is wrong."""
@@ -436,9 +465,10 @@ def test_nothing_is_said_step_by_step_where_the_reference_shows_no_step():
     ladder = run_ladder(check, _model_with("simple_self_attention", "weights = torch.softmax(scores, dim=-1)",
                                            "weights = torch.softmax(scores ** 2, dim=-1)"))
     base = judged(check, check.axes.cases()[0], judging.REFERENCES)
-    assert ladder.calls and localising.first_call_that_differs(ladder, base, lambda: base.x.args["x"].exp()) is not None
+    calls, outcome = ladder.calls[0], ladder.outcomes[0]
+    assert calls and localising.first_call_that_differs(calls, outcome, base, lambda: base.x.args["x"].exp()) is not None
     opaque = lambda: (base.expected["output"].clone(), base.expected["weights"].clone())  # noqa: E731
-    assert localising.first_call_that_differs(ladder, base, opaque) is None
+    assert localising.first_call_that_differs(calls, outcome, base, opaque) is None
 
 
 def test_values_are_the_same_only_in_the_same_order():
@@ -453,23 +483,28 @@ def test_the_calls_recorded_are_the_codes_own_steps():
     """Neither the checks' own calls (building a case, the module's constructor) nor a call that
     raises inside a student's tensor subclass change what the code computes or reach the record."""
     ladder = run_ladder(CHECKS["LayerNorm"], _model_object("LayerNorm"))
-    assert ladder.calls and all(call.line > 0 and "nn.Parameter" not in call.code for call in ladder.calls)
-    assert [call.what for call in ladder.calls][:2] == ["mean", "sub"], ladder.calls
+    assert len(ladder.calls) == len(ladder.outcomes)
+    for calls in ladder.calls:
+        assert calls and all(call.line > 0 and "nn.Parameter" not in call.code for call in calls)
+        assert [call.what for call in calls][:2] == ["mean", "sub"], calls
 
 
 def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
     check = CHECKS["softmax"]
     recorded = encode_ladder(run_ladder(check, _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() * 2")))
-    assert len(decode_ladder(recorded, check).calls) == len(recorded["calls"]) >= 3
+    assert len(decode_ladder(recorded, check).calls[0]) == len(recorded["calls"][0]) >= 3
     forward = json.loads(json.dumps(recorded))
-    forward["calls"][1]["takes"] = [2]  # a call that takes a later one
-    assert len(decode_ladder(forward, check).calls) == 1
+    forward["calls"][0][1]["takes"] = [2]  # a call that takes a later one
+    assert len(decode_ladder(forward, check).calls[0]) == 1
     huge = json.loads(json.dumps(recorded))
-    huge["calls"][0]["made"] = _encode(torch.zeros(localise.CallRecorder.MOST_ELEMENTS + 1), None)
-    assert decode_ladder(huge, check).calls == []
+    huge["calls"][0][0]["made"] = _encode(torch.zeros(localise.CallRecorder.MOST_ELEMENTS + 1), None)
+    assert decode_ladder(huge, check).calls[0] == []
     long_line = json.loads(json.dumps(recorded))
-    long_line["calls"][0]["code"] = "x" * 10_000
-    assert len(decode_ladder(long_line, check).calls[0].code) == localise.CallRecorder.MOST_CODE
+    long_line["calls"][0][0]["code"] = "x" * 10_000
+    assert len(decode_ladder(long_line, check).calls[0][0].code) == localise.CallRecorder.MOST_CODE
+    too_many = json.loads(json.dumps(recorded))
+    too_many["calls"] += too_many["calls"] * len(check.axes.cases())  # more traces than cases that ran
+    assert len(decode_ladder(too_many, check).calls) == len(recorded["outcomes"])
 
 
 # --------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import math
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -827,10 +827,13 @@ def localised(check: "Check", ladder: Ladder | None) -> str | None:
     axes, or no references here (the published data holds no answer to a localising case)."""
     if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
         return None
-    base = judged(check, check.axes.cases()[0], REFERENCES)
-    with quiet():  # the reference on the base case, its steps recorded where it is a module of the same names
+    def at(index: int) -> tuple[Judged, Callable[[], Any]]:
+        case = judged(check, check.axes.cases()[index], REFERENCES)
+        return case, lambda: answer_for(check).reference(case.x, case.spec)
+
+    with quiet():  # the reference on a case, its steps recorded (a module's of the same names, a function's calls)
         rungs = [rung(check, spec, outcome) for spec, outcome in zip(check.axes.cases(), ladder.outcomes)]
-        return finding(check.axes, ladder, rungs, base, lambda: answer_for(check).reference(base.x, base.spec))
+        return finding(check.axes, ladder, rungs, at)
 
 
 def refuted_by_ladder(check: "Check", ladder: Ladder | None) -> set[str]:

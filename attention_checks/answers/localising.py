@@ -16,6 +16,9 @@ itself, and only for a name that failed. This module turns that into words:
   differ. Else, for a chain of projections: a projection fed something other than the module's
   input, the heads merged before the output projection (the reference's, solved from its output
   through that projection's weight), which heads differ, and what the module does after it.
+* **inside a function** (item 2): the code's PyTorch calls, recorded in the first case it gets
+  wrong, against every value the reference computes there, its fused operations written out: the
+  first line whose result the reference never holds, and from which nothing right is made.
 * **a relation to the reference's output**, checked on the numbers: the code's output on the
   smallest case is the reference's plus the input (a residual), or the reference's normalised
   (a final norm). Said only where it holds; a symptom alone never says it.
@@ -34,10 +37,13 @@ import torch
 
 from ..core import quiet, tolerance
 from ..localise import Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder
+from ..record import Outcome
 
 if TYPE_CHECKING:
     from .judging import Judged
 
+# a localising case by its index among Axes.cases(), as the judge sees it, and the reference run on it
+At = Callable[[int], "tuple[Judged, Callable[[], Any]]"]
 MOST_FINDINGS = 2  # axes named in one finding; more would not fit a hint
 LEAD = "Tried on small cases that differ in one thing at a time: "
 STEP_BY_STEP = "The smallest case, step by step against the reference: "
@@ -371,60 +377,67 @@ def _same_values(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
                           **tolerance(dtype))
 
 
-def first_call_that_differs(ladder: Ladder, base: "Judged", run_reference: Callable[[], Any]) -> str | None:
-    """Where a function's computation leaves the reference's, on the base case: the values that each
-    of the code's PyTorch calls made (ladder.calls), against every value the reference computes on
-    the same inputs (its calls, its inputs and its output). A call's result is right where the
-    reference computes the same values, or where a later result made from it is right (another route
-    to the same value: a softmax written out); the first call that leads to the output and is not is
-    where the results leave the reference's, and none made from it comes back. Said only where the
-    reference shows its steps (a single opaque call shows none), and with the line of code that made
-    it. Where the output itself is one of the reference's earlier values, that is said instead."""
-    calls, outcome = ladder.calls, ladder.outcomes[0] if ladder.outcomes else None
-    output = _output(outcome.value) if outcome is not None else None
+def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judged",
+                            run_reference: Callable[[], Any]) -> str | None:
+    """Where a function's computation leaves the reference's, on one case: the values that each of
+    the code's PyTorch calls made (``calls``; ``outcome``: what the code returned) against every
+    value the reference computes on the same inputs (its calls, its inputs and its output). A
+    call's result is right where the reference computes the same values, or where a later result
+    made from it is right (another route to the same value: a softmax written out); the first call
+    on the way to the output that is neither is where the results leave the reference's, and
+    nothing made from it comes back. Said only where the reference shows its steps (a single opaque
+    call shows none), with the line of code that made it; where the output itself is one of the
+    reference's earlier values, that is said instead."""
+    output = _output(outcome.value)
     if not calls or not isinstance(output, torch.Tensor):
         return None
+    dtype = case.dtype
     reference = [call for call in reference_calls(run_reference) if _informative(call.made)]
-    outputs = [v for v in base.expected.values() if isinstance(v, torch.Tensor)]
-    inputs = [v for v in (*base.x.args.values(), *base.x.kwargs.values()) if isinstance(v, torch.Tensor)]
-    steps = [call for call in reference if not any(_same_values(call.made, v, base.dtype) for v in outputs + inputs)]
-    if not steps:
-        return None  # one opaque call (scaled_dot_product_attention): no step to compare with
-    pool: dict[int, list[torch.Tensor]] = {}  # by number of entries: only those can hold the same values
-    for value in [call.made for call in reference] + outputs + inputs:
-        pool.setdefault(value.numel(), []).append(value)
+    outputs = [v for v in case.expected.values() if isinstance(v, torch.Tensor)]
+    inputs = [v for v in (*case.x.args.values(), *case.x.kwargs.values()) if isinstance(v, torch.Tensor)]
+    steps = [call for call in reference if not any(_same_values(call.made, v, dtype) for v in outputs + inputs)]
     made_output = [i for i, call in enumerate(calls) if call.made.shape == output.shape
                    and torch.equal(call.made.to(torch.float64), output.to(torch.float64))]
-    if not made_output:
-        return None
-    last = made_output[-1]
-    if any(_same_values(output, v, base.dtype) for v in outputs):
-        return None
-    earlier = next((call for call in steps if _same_values(output, call.made, base.dtype)), None)
+    if not steps or not made_output or any(_same_values(output, v, dtype) for v in outputs):
+        return None  # one opaque call (no step to compare with), or an output no call made
+    earlier = next((call for call in steps if _same_values(output, call.made, dtype)), None)
     if earlier is not None:
         return (f"your output holds values the reference computes on its way{f' (in its {earlier.what})' * bool(earlier.what)}, "
                 "before its output: the reference does more after them.")
+    pool: dict[int, list[torch.Tensor]] = {}  # by number of entries: only those can hold the same values
+    for value in [call.made for call in reference] + outputs + inputs:
+        pool.setdefault(value.numel(), []).append(value)
+    return _first_line_said(calls, made_output[-1], pool, dtype)
+
+
+def _first_line_said(calls: Sequence[Call], last: int, pool: Mapping[int, Sequence[torch.Tensor]],
+                     dtype: torch.dtype) -> str | None:
+    """The first of ``calls`` that the output (made by calls[last]) is made from whose values are not
+    in ``pool`` (the reference's, by number of entries) and from which nothing that is comes; with
+    the lines before it that made the reference's values, and those that left theirs unchanged."""
     informative = [_informative(call.made) for call in calls]
-    holds = [informative[i] and any(_same_values(call.made, v, base.dtype) for v in pool.get(call.made.numel(), ()))
+    holds = [informative[i] and any(_same_values(call.made, v, dtype) for v in pool.get(call.made.numel(), ()))
              for i, call in enumerate(calls)]
     leads_to_right = list(holds)  # a result from which a right one is made
     for i in reversed(range(len(calls))):
         if leads_to_right[i]:
             for j in calls[i].takes:
                 leads_to_right[j] = True
-    needed = {last}
+    needed = {last}  # what the output is made from
     for i in reversed(range(last + 1)):
         if i in needed:
             needed.update(calls[i].takes)
     first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
     if first is None or calls[first].line <= 0:
         return None
-    # before it: the lines that made the reference's values, and those that left what they took as it was
-    # (a scale that is 1 on this case, where the reference's is not)
-    unchanged = sorted({calls[i].line for i in needed if i < first and calls[i].line not in (0, calls[first].line)
-                        and any(_same_values(calls[i].made, calls[j].made, base.dtype) for j in calls[i].takes)})
-    right = sorted({calls[i].line for i in needed if i < first and holds[i] and calls[i].line > 0} - set(unchanged)
-                   - {calls[first].line})
+    before = [i for i in sorted(needed) if i < first and calls[i].line not in (0, calls[first].line)]
+    # the lines that left what they took as it was (a scale that is 1 in this case, where the reference's is not)
+    unchanged = sorted({calls[i].line for i in before
+                        if any(_same_values(calls[i].made, calls[j].made, dtype) for j in calls[i].takes)})
+    # a line is said to be right only where nothing it made leaves the reference's values, a single number
+    # included (one that cannot be judged: too many values equal it by chance)
+    unsure = {calls[i].line for i in before if not leads_to_right[i]}
+    right = sorted({calls[i].line for i in before if holds[i]} - set(unchanged) - unsure)
     said = [f"line {calls[first].line} of your code{_quoted(calls[first])} is the first to make values that the "
             "reference never computes, and nothing made from them comes back to the reference's."]
     if right:
@@ -432,7 +445,7 @@ def first_call_that_differs(ladder: Ladder, base: "Judged", run_reference: Calla
                     "reference's values.")
     if unchanged:
         said.append(f"Line{'s' * (len(unchanged) > 1)} {_lines(unchanged)} leave{'s' * (len(unchanged) == 1)} the "
-                    "values given to {} unchanged in this case.".format("it" if len(unchanged) == 1 else "them"))
+                    f"values given to {'it' if len(unchanged) == 1 else 'them'} unchanged in this case.")
     return " ".join(said)
 
 
@@ -638,37 +651,57 @@ def _number(c: float) -> str:
     return f"{c:.3g}" if f"{c:.3g}" != "1" else f"{c:.6g}"
 
 
-def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], base: "Judged | None" = None,
-            run_reference: Callable[[], Any] | None = None) -> str | None:
+def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], at: At | None = None) -> str | None:
     """What the ladder shows, in words (``rungs``: what each case that ran gave, None where it
-    raised): where the base case is wrong and the module's steps were observed, the first step that
-    differs (from the reference's own steps where ``run_reference``, the reference on the base case,
-    calls them; else the projections' chain, ``inside_module``), then the first rungs along the axes
-    where the verdict changes, and where in the output the first wrong case differs; where every
-    case is wrong in shape, how an output's shape differs from the reference's on every one."""
+    raised; ``at``: a case as the judge sees it, with the reference on it): where the base case is
+    wrong and the module's steps were observed, the first step that differs (from the reference's
+    own steps where the reference calls them; else the projections' chain, ``inside_module``); for
+    other code, the first line that leaves the reference's values (``traced``); then the first
+    rungs along the axes where the verdict changes, and where in the output the first wrong case
+    differs; where every case is wrong in shape, how an output's shape differs from the
+    reference's on every one."""
     verdicts = [rung is not None and rung.right for rung in rungs]
     if verdicts and not any(verdicts) and len(rungs) == len(axes.cases()) and all(rungs):
         shaped = shape_finding(axes, rungs)
         if shaped:
             return LEAD + shaped
     where = factor_finding(axes, rungs, verdicts) or where_it_differs(axes, rungs, verdicts)
-    found = _finding_from_verdicts(axes, ladder, verdicts, base, run_reference)
+    found = _finding_from_verdicts(axes, ladder, verdicts, at)
     if found and where:
         return f"{found} {where[0].upper()}{where[1:]}"
     return found or (where and LEAD + where)
 
 
-def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], base: "Judged | None",
-                           run_reference: Callable[[], Any] | None) -> str | None:
+def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], at: At | None) -> str | None:
     inside = None
-    if axes.steps and base is not None and verdicts and verdicts[0] is False:
-        expected = reference_steps(axes, run_reference) if run_reference is not None else {}
-        inside = steps_compared(axes, ladder, expected, base) if expected else inside_module(axes, ladder, base)
-    elif base is not None and verdicts and verdicts[0] is False and ladder.outcomes:
-        related = output_relation(ladder, base, "your code")
-        traced = not related and run_reference is not None and first_call_that_differs(ladder, base, run_reference)
-        inside = (related and RELATED + related) or traced
+    if at is not None and verdicts and verdicts[0] is False and ladder.outcomes:
+        base, run_reference = at(0)
+        if axes.steps:
+            expected = reference_steps(axes, run_reference)
+            inside = steps_compared(axes, ladder, expected, base) if expected else inside_module(axes, ladder, base)
+            inside = inside and STEP_BY_STEP + inside
+        else:
+            related = output_relation(ladder, base, "your code")
+            inside = related and RELATED + related
+    if not inside and not axes.steps and at is not None:
+        inside = traced(axes, ladder, verdicts, at)
     along = along_axes(axes, verdicts)
     if inside:  # the step, then what the ladder adds (which heads, which positions)
-        return (inside if inside.startswith(RELATED) else STEP_BY_STEP + inside) + (f" {along}" if along else "")
+        return inside + (f" {along}" if along else "")
     return along
+
+
+def traced(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], at: At) -> str | None:
+    """The first line that leaves the reference's values (``first_call_that_differs``), in the first
+    case the code gets wrong and returns from: the smallest one, or the first rung where the
+    mistake shows."""
+    first = next((i for i, right in enumerate(verdicts) if right is False and i < len(ladder.calls)
+                  and ladder.outcomes[i].error is None), None)
+    if first is None:
+        return None
+    case, run_reference = at(first)
+    found = first_call_that_differs(ladder.calls[first], ladder.outcomes[first], case, run_reference)
+    if not found:
+        return None
+    return (STEP_BY_STEP if first == 0 else
+            f"The first case it gets wrong ({_rung_words(axes)[first]}), step by step against the reference: ") + found
