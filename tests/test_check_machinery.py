@@ -322,6 +322,31 @@ def test_verdicts_are_sealed_from_the_first_cell_that_holds_hidden_tests():
     assert "raised ValueError\n" in after and "said" not in after, after
 
 
+def test_an_output_that_took_no_work_earns_nothing_for_its_shape():
+    """The right shape earns a quarter of a case where the values are wrong, but not for an input
+    handed back as it was, nor for one value everywhere (a stub's zeros): neither computes anything
+    (issue 58). An output computed from the inputs keeps its quarter."""
+    reference = _reference_sdpa()
+    cases = [dict(L=3, S=3, E=4, Ev=4)]
+    handed_back = lambda q, k, v, **kw: (q, reference(q, k, v, **kw)[1])  # noqa: E731
+    zeros = lambda q, k, v, **kw: tuple(torch.zeros_like(t) for t in reference(q, k, v, **kw))  # noqa: E731
+    doubled = lambda q, k, v, **kw: tuple(2 * t for t in reference(q, k, v, **kw))  # noqa: E731
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert SDPA(handed_back, points=2, cases=cases, device=CPU) == 1.0  # the weights alone
+    assert "that is the input query as it was given, which earns nothing for its shape" in out.getvalue()
+    with pytest.raises(CheckFailed, match="one value everywhere, which earns nothing for its shape"):
+        SDPA(zeros, points=2, cases=cases, device=CPU)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert SDPA(doubled, points=2, cases=cases, device=CPU) == 0.5
+    # every query's output the values' mean (computed from them: its quarter stays) and uniform weights
+    # (one value everywhere: theirs goes)
+    uniform = lambda q, k, v, **kw: (v.mean(-2, keepdim=True).expand_as(v), torch.full_like(  # noqa: E731
+        reference(q, k, v, **kw)[1], 1 / 3))
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert SDPA(uniform, points=2, cases=cases, device=CPU) == 0.25
+    assert "query as it was given" not in out.getvalue()
+
+
 def test_scores_follow_the_fraction_of_cases():
     reference = _reference_sdpa()
     cases = [dict(L=3), dict(L=4), dict(L=5), dict(L=6)]
@@ -330,7 +355,7 @@ def test_scores_follow_the_fraction_of_cases():
     def mixed(query, key, value, **kwargs):
         output, weights = reference(query, key, value, **kwargs)
         n = next(answers)
-        return [(output, weights), (output, weights), (output * 0, weights * 0), (output.double(), weights.double())][n]
+        return [(output, weights), (output, weights), (output * 2, weights * 2), (output.double(), weights.double())][n]
 
     with contextlib.redirect_stdout(io.StringIO()) as out:
         score = SDPA(mixed, points=2, cases=cases, device=CPU)

@@ -646,10 +646,13 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
     verdicts = {name: compare(got[name], case.expected[name], case.dtype, device, quoting, case.sizes)
                 for name in names}
     share = case.source.structure_share(check, case.key)
-    fraction = sum(v.fraction(share) for v in verdicts.values()) / len(verdicts)
+    idle = {name: why for name, v in verdicts.items() if v.structure_ok and not v.values_ok
+            for why in [no_work(got[name], case.expected[name], case)] if why}
+    fraction = sum(v.fraction(0.0 if name in idle else share) for name, v in verdicts.items()) / len(verdicts)
     width = max(map(len, names))
     lines = [text for name, v in verdicts.items()
-             for text in [f"{name:<{width}} : {v.line}", *(" " * (width + 3) + d for d in v.details)]] \
+             for text in [f"{name:<{width}} : {v.line}" + (f"; {idle[name]}" if name in idle else ""),
+                          *(" " * (width + 3) + d for d in v.details)]] \
         if fraction < 1 else []
     hints = []
     if outcome.modified:
@@ -668,6 +671,24 @@ def judge_case(check: "Check", outcome: Outcome, case: Judged, device: str, quot
     want = {n: case.dtype if case.expected[n].is_floating_point() else case.expected[n].dtype for n in misfits}
     return CaseResult(fraction, lines, hints + structure_hints(misfits, want, device, case.dtype),
                       wrong=frozenset(wrong), got=got)
+
+
+def no_work(got: Any, expected: Any, case: Judged) -> str | None:
+    """Why an output of the right structure but wrong values took no work, in words, or None: it is
+    one of the case's inputs as it was given, or it holds one value everywhere (zeros from a stub)
+    where the reference's does not. Such an output earns nothing for its shape (issue 58: handing
+    q back earned a quarter of flash_attention's points); any output computed from the inputs does."""
+    values = _as_float64(got) if isinstance(got, torch.Tensor) else None
+    if values is None or values.numel() < 2 or not isinstance(expected, torch.Tensor):
+        return None
+    for name, given in case.x.named.items():  # as the code was given it: in the case's dtype
+        if isinstance(given, torch.Tensor) and tuple(given.shape) == tuple(values.shape) and torch.equal(
+                values, (given.to(case.dtype) if given.is_floating_point() else given).to(torch.float64)):
+            return f"that is the input {name} as it was given, which earns nothing for its shape"
+    flat, wanted = values.reshape(-1), expected.reshape(-1)
+    if bool((flat == flat[0]).all()) and not bool((wanted == wanted[0]).all()):
+        return "one value everywhere, which earns nothing for its shape"
+    return None
 
 
 # --------------------------------------------------------------------------
