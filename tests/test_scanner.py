@@ -17,6 +17,24 @@ MHA = ["F.multi_head_attention_forward", "nn.MultiheadAttention"]
 LAYER_NORM = ["F.layer_norm", "torch.native_layer_norm", "nn.LayerNorm"]
 ENCODER = ["torch._transformer_encoder_layer_fwd", "nn.TransformerEncoderLayer", "nn.TransformerEncoder"]
 
+MHA_CLASS = """
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads):
+        super().__init__()
+        self.h = num_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        q, k, v = self.in_proj(x).chunk(3, -1)
+        return self.out_proj(q.softmax(-1) * v)
+"""
+SCRATCH_LENDING_OUT_PROJ = """
+torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)
+mine = MultiHeadAttention(8, 2)
+mine.out_proj = torch_mha.out_proj  # the same output projection in both, to compare them
+"""
+
 SETUP = """
 import math
 import torch
@@ -206,6 +224,10 @@ FAIR = {
         check_softmax(softmax, points=2, cases=[dict()])
         """]),
 }
+
+
+FAIR["scratch that lends PyTorch's out_proj to an instance of its own"] = (
+    "MultiHeadAttention", MHA, [MHA_CLASS, SCRATCH_LENDING_OUT_PROJ])
 
 
 @pytest.mark.parametrize("name", FAIR)
@@ -418,6 +440,27 @@ HOSTILE = {
         softmax = make()
         """], "f = torch.softmax"),
 }
+
+
+# where the instance a scratch cell changed can be the one graded, or graded code can reach it, the store counts
+_SHARED = "torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)"
+HOSTILE.update({
+    "a class whose __new__ hands out one object": ("MultiHeadAttention", MHA, "nn.MultiheadAttention", [
+        MHA_CLASS.replace("    def __init__", "    def __new__(cls, *args):\n        return SHARED\n\n    def __init__"),
+        SCRATCH_LENDING_OUT_PROJ], _SHARED),
+    "a constructor that keeps every instance in a global": ("MultiHeadAttention", MHA, "nn.MultiheadAttention", [
+        "EVERY = []\n" + MHA_CLASS.replace("super().__init__()", "super().__init__()\n        EVERY.append(self)")
+        .replace("return self.out_proj(", "return EVERY[0].out_proj("), SCRATCH_LENDING_OUT_PROJ], _SHARED),
+    "a decorated class": ("MultiHeadAttention", MHA, "nn.MultiheadAttention", [
+        "def keep(c):\n    return c\n" + MHA_CLASS.replace("class MultiHeadAttention", "@keep\nclass MultiHeadAttention"),
+        SCRATCH_LENDING_OUT_PROJ], _SHARED),
+    "graded code that reads the scratch instance": ("MultiHeadAttention", MHA, "nn.MultiheadAttention", [
+        MHA_CLASS.replace("return self.out_proj(", "return mine.out_proj("), SCRATCH_LENDING_OUT_PROJ],
+        "torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)"),
+    "an instance of a class that is not the student's": ("MultiHeadAttention", MHA, "nn.MultiheadAttention", [
+        MHA_CLASS, SCRATCH_LENDING_OUT_PROJ.replace("mine = MultiHeadAttention(8, 2)", "mine = nn.Module()")
+        + "\nMultiHeadAttention.__init__ = lambda self, *a: None"], _SHARED),
+})
 
 
 @pytest.mark.parametrize("name", HOSTILE)

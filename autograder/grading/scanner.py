@@ -360,6 +360,8 @@ class SourceScanner:
         self.flows: dict[Var, list[tuple[ast.AST, str]]] = {}
         self.calls: dict[Var, list[ast.Call]] = {}  # calls of a variable: their arguments reach its parameters
         self.attribute_stores: dict[str, list[ast.AST]] = {}  # x.attr = value, setattr(x, "attr", value)
+        self.bindings: dict[Var, list[ast.AST]] = {}  # name = value: what a name is bound to, and nothing else
+        instance_stores: list[tuple[Var, str, ast.AST]] = []  # name.attr = value, decided once all is read
         self.dynamic: list[ast.AST] = []  # values written through globals(), builtins, sys.modules, exec, ...
         self.code_strings: set[int] = set()  # arguments of exec, eval, compile
         self.owner_of: dict[int, Var] = {}  # id(function node) -> the variable its calls go through
@@ -377,11 +379,12 @@ class SourceScanner:
                 elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
-                        self._store(target, node.value)
+                        self._store(target, node.value, instance_stores)
                     if isinstance(node.value, ast.Lambda) and isinstance(targets[0], ast.Name):
                         self.owner_of[id(node.value)] = self.var(targets[0], targets[0].id)
                 elif isinstance(node, ast.NamedExpr):
                     self._flow(self.var(node.target, node.target.id), node.value)
+                    self.bindings.setdefault(self.var(node.target, node.target.id), []).append(node.value)
                 elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                     self._store(node.target, node.iter)
                 elif isinstance(node, ast.withitem) and node.optional_vars is not None:
@@ -396,6 +399,49 @@ class SourceScanner:
                 elif isinstance(node, ast.Call):
                     self._call(node)
         self.owner_of.update(constructors)
+        for var, attribute, value in instance_stores:
+            if not self._fresh_instance(var):
+                self.attribute_stores.setdefault(attribute, []).append(value)
+
+    def _fresh_instance(self, var: Var) -> bool:
+        """Whether a variable only ever holds a new object of one of the student's own plain classes
+        (``mine = MultiHeadAttention(8, 2)``): a value stored in its attribute
+        (``mine.out_proj = torch_mha.out_proj``, a scratch cell's comparison) then belongs to that object
+        alone, and reaches graded code only through the variable itself (its flows), never through
+        the attribute's name on the instances the grader makes."""
+        bound = self.bindings.get(var, [])
+        rebound = any(how in ("import", "def") for _, how in self.flows.get(var, []))
+        return bool(bound) and not rebound and all(
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and self._plain_class(self.var(value.func, value.func.id), set()) for value in bound)
+
+    def _plain_class(self, var: Var, seen: set) -> bool:
+        """Whether ``var`` is bound only to one class the student defined whose calls make a new object
+        each time: no decorator, metaclass, ``__new__`` or attribute hooks, and bases that are plain
+        too where they are the student's (a base from an import is PyTorch's or Python's)."""
+        if var in seen or var[0] is None:
+            return False
+        seen.add(var)
+        flows = self.flows.get(var, [])
+        classes = [node for node, how in flows if how == "def" and isinstance(node, ast.ClassDef)]
+        if len(classes) != 1 or len(flows) != 1:
+            return False
+        cls = classes[0]
+        hooks = {"__new__", "__setattr__", "__getattr__", "__getattribute__", "__init_subclass__", "__class__"}
+        if cls.decorator_list or cls.keywords or any(
+                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Assign)) and (
+                    getattr(item, "name", None) in hooks
+                    or any(isinstance(t, ast.Name) and t.id in hooks for t in getattr(item, "targets", [])))
+                for item in cls.body) or not all(_self_stays(method) for method in cls.body
+                                                  if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            return False
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and self.var(base, base.id)[0] is not None and not self.imported(
+                    self.var(base, base.id)) and not self._plain_class(self.var(base, base.id), seen):
+                return False
+            if not isinstance(base, (ast.Name, ast.Attribute)):
+                return False
+        return True
 
     def _flow(self, var: Var, node: ast.AST, how: str = "value"):
         self.flows.setdefault(var, []).append((node, how))
@@ -405,17 +451,23 @@ class SourceScanner:
         (nn.ModuleList(x), torch.allclose(a, b)) make new objects, they do not keep x."""
         return any(how == "import" for _, how in self.flows.get(var, []))
 
-    def _store(self, target: ast.AST, value: ast.AST):
-        """``target = value``: a name bound, or an object changed (x.a = v, x[k] = v), or a namespace written."""
+    def _store(self, target: ast.AST, value: ast.AST, instance_stores: list | None = None):
+        """``target = value``: a name bound, or an object changed (x.a = v, x[k] = v), or a namespace
+        written. ``instance_stores``: where ``name.a = v`` goes until it is known whether ``name``
+        holds a fresh instance of the student's own (``_fresh_instance``); else straight to the
+        attribute's stores."""
         if isinstance(target, ast.Name):
             self._flow(self.var(target, target.id), value)
+            self.bindings.setdefault(self.var(target, target.id), []).append(value)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._store(element, value)
         elif isinstance(target, ast.Starred):
             self._store(target.value, value)
         elif isinstance(target, (ast.Attribute, ast.Subscript)):
-            if isinstance(target, ast.Attribute):
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and instance_stores is not None:
+                instance_stores.append((self.var(target.value, target.value.id), target.attr, value))
+            elif isinstance(target, ast.Attribute):
                 self.attribute_stores.setdefault(target.attr, []).append(value)
             for root in roots(target):
                 self._flow(self.var(root, root.id), value)
@@ -702,6 +754,18 @@ class SourceScanner:
         if isinstance(statement, ast.Import):
             return alias.name if alias.asname else alias.name.split(".")[0]
         return f"{statement.module or ''}.{alias.name}"
+
+
+def _self_stays(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a method uses its first parameter (self) only to reach attributes (``self.w_q(x)``,
+    ``self.out = ...``): it never hands the object itself anywhere (a global list, a return, a
+    closure's call), so that no other code can reach an instance but through a variable holding it."""
+    if not method.args.args:
+        return True
+    name = method.args.args[0].arg
+    parents = {id(child): node for node in ast.walk(method) for child in ast.iter_child_nodes(node)}
+    return all(isinstance(parents.get(id(node)), ast.Attribute) and parents[id(node)].value is node
+               for node in ast.walk(method) if isinstance(node, ast.Name) and node.id == name)
 
 
 class _Walk:
