@@ -313,9 +313,12 @@ class Bindings:
 
 
 # What any of the student's cells may import, graded or not: IMPORTABLE, the course's checks (whose
-# use the source scan judges: reading and calling them is fine), and what a notebook plots or times with
+# use the source scan judges: reading and calling them is fine), what a notebook plots or times with,
+# and what compares with PyTorch's or prints (torch.testing.assert_close, json.dumps). Not what writes
+# files (os, pathlib, torch.save: a file beside the notebook named like a module is code a later
+# import runs unscanned) or evaluates expressions given as text (pandas.eval)
 ANYWHERE_IMPORTS = ("attention_checks", "matplotlib", "time", "timeit", "IPython.display", "ipywidgets", "pprint",
-                    "random", "statistics", "string", "textwrap", "re")
+                    "random", "statistics", "string", "textwrap", "re", "json", "torch.testing")
 # Builtins no cell may use: they run code given as text, reach every global, or open files
 ANYWHERE_DENIED_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "open",
                                       "breakpoint", "input", "memoryview", "exit", "quit"})

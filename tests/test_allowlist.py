@@ -93,6 +93,11 @@ def test_each_route_is_outside_and_its_honest_twin_inside(route, hostile, honest
     "%config InlineBackend.figure_format = __import__('os').getcwd()\n",
     "%config InteractiveShell.ast_node_interactivity = 'all'\n",
     "import sys\nsys.settrace(None)\n",
+    # what writes files: one named like a module beside the notebook is code a later import runs unscanned
+    "import os\nos.getcwd()\n",
+    "from pathlib import Path\nPath('heapq.py').write_text('...')\n",
+    "torch.save({}, 'x.pt')\n",
+    "from torch.testing._internal import common_utils\n",
 ])
 def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
     """A cell that is not graded runs in the process that grades the others: what no cell may use
@@ -110,6 +115,10 @@ def test_a_scratch_cell_that_reaches_past_the_allowlist_counts(scratch):
     "f?\ntorch.softmax??\n",
     "%config InlineBackend.figure_format = 'retina'\n",
     "print(sum(1 for m in model.modules() if isinstance(m, nn.Linear)))\n",
+    # comparing with PyTorch's and printing (a correct notebook once lost every point to these)
+    "torch.testing.assert_close(f(x), torch.softmax(x, -1))\n",
+    "from torch.testing import assert_close\nassert_close(f(x), x)\n",
+    "import json\nprint(json.dumps({'loss': 0.5}, indent=1))\n",
 ])
 def test_a_scratch_cell_may_plot_time_and_read_documentation(scratch):
     assert outside("def f(x):\n    return x\n", scratch) == []
