@@ -279,7 +279,8 @@ def test_a_scalar_output_gets_its_finding_too():
         scores = (q * k).sum(dim=0)
         return ((scores - scores.mean()) ** 2).sum() / (scores.numel() - 1)
 
-    assert (_finding("dot_product_variance", over_the_samples) or "").startswith(localising.LEAD)
+    found = _finding("dot_product_variance", over_the_samples) or ""
+    assert localising.LEAD in found and "(`scores = (q * k).sum(dim=0)`) is the first" in found, found
 
 
 @pytest.mark.parametrize("name, student, expected", [
@@ -456,6 +457,15 @@ def test_an_output_that_is_one_of_the_references_earlier_values_is_said_so():
     found = _finding("softmax", _model_with("softmax", "return exps / exps.sum(dim=dim, keepdim=True)",
                                             "return exps")) or ""
     assert "your output holds values the reference computes on its way (in its softmax)" in found, found
+
+
+def test_a_line_after_one_that_makes_the_references_output_is_named_where_the_reference_shows_no_step():
+    """project_qkv's reference is one product per output, so it shows no step between its inputs and
+    its outputs; a line after one that makes the reference's own output is still named, since that
+    earlier line anchors the code's computation to the reference's."""
+    student = _model_with("project_qkv", "q = x @ w_q  # (..., L, d_k)", "q = x @ w_q\n    q = q / q.norm()")
+    found = _finding("project_qkv", student) or ""
+    assert "(`q = q / q.norm()`) is the first to make values" in found, found
 
 
 def test_nothing_is_said_step_by_step_where_the_reference_shows_no_step():

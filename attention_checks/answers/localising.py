@@ -398,26 +398,36 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
     steps = [call for call in reference if not any(_same_values(call.made, v, dtype) for v in outputs + inputs)]
     made_output = [i for i, call in enumerate(calls) if call.made.shape == output.shape
                    and torch.equal(call.made.to(torch.float64), output.to(torch.float64))]
-    if not steps or not made_output or any(_same_values(output, v, dtype) for v in outputs):
-        return None  # one opaque call (no step to compare with), or an output no call made
+    if not made_output or any(_same_values(output, v, dtype) for v in outputs):
+        return None  # an output no call made
     earlier = next((call for call in steps if _same_values(output, call.made, dtype)), None)
     if earlier is not None:
         return (f"your output holds values the reference computes on its way{f' (in its {earlier.what})' * bool(earlier.what)}, "
                 "before its output: the reference does more after them.")
-    pool: dict[int, list[torch.Tensor]] = {}  # by number of entries: only those can hold the same values
-    for value in [call.made for call in reference] + outputs + inputs:
-        pool.setdefault(value.numel(), []).append(value)
-    return _first_line_said(calls, made_output[-1], pool, dtype)
+    computed = _by_size([call.made for call in steps] + outputs)  # what the reference computes from the inputs
+    return _first_line_said(calls, made_output[-1], computed, _by_size(inputs), dtype, shows_steps=bool(steps))
 
 
-def _first_line_said(calls: Sequence[Call], last: int, pool: Mapping[int, Sequence[torch.Tensor]],
-                     dtype: torch.dtype) -> str | None:
+def _by_size(values: Sequence[torch.Tensor]) -> dict[int, list[torch.Tensor]]:
+    """Values by their number of entries: only values of the same number can hold the same values."""
+    found: dict[int, list[torch.Tensor]] = {}
+    for value in values:
+        found.setdefault(value.numel(), []).append(value)
+    return found
+
+
+def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Sequence[torch.Tensor]],
+                     given: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype, shows_steps: bool) -> str | None:
     """The first of ``calls`` that the output (made by calls[last]) is made from whose values are not
-    in ``pool`` (the reference's, by number of entries) and from which nothing that is comes; with
-    the lines before it that made the reference's values, and those that left theirs unchanged."""
+    the reference's (``computed`` from the inputs, or ``given``: the inputs themselves) and from which
+    nothing that is comes; with the lines before it that made the reference's values, and those that
+    left theirs unchanged. None where no call before it computes one of the reference's values and the
+    reference shows no step either (``shows_steps``; an opaque reference: a first line says nothing)."""
+    def known(value: torch.Tensor, pool: Mapping[int, Sequence[torch.Tensor]]) -> bool:
+        return any(_same_values(value, v, dtype) for v in pool.get(value.numel(), ()))
+
     informative = [_informative(call.made) for call in calls]
-    holds = [informative[i] and any(_same_values(call.made, v, dtype) for v in pool.get(call.made.numel(), ()))
-             for i, call in enumerate(calls)]
+    holds = [informative[i] and (known(call.made, computed) or known(call.made, given)) for i, call in enumerate(calls)]
     leads_to_right = list(holds)  # a result from which a right one is made
     for i in reversed(range(len(calls))):
         if leads_to_right[i]:
@@ -428,7 +438,9 @@ def _first_line_said(calls: Sequence[Call], last: int, pool: Mapping[int, Sequen
         if i in needed:
             needed.update(calls[i].takes)
     first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
-    if first is None or calls[first].line <= 0:
+    anchored = any(i < first and informative[i] and known(calls[i].made, computed) for i in needed) \
+        if first is not None else False
+    if first is None or calls[first].line <= 0 or not (anchored or shows_steps):
         return None
     before = [i for i in sorted(needed) if i < first and calls[i].line not in (0, calls[first].line)]
     # the lines that left what they took as it was (a scale that is 1 in this case, where the reference's is not)
@@ -693,15 +705,18 @@ def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool |
 
 def traced(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], at: At) -> str | None:
     """The first line that leaves the reference's values (``first_call_that_differs``), in the first
-    case the code gets wrong and returns from: the smallest one, or the first rung where the
-    mistake shows."""
-    first = next((i for i, right in enumerate(verdicts) if right is False and i < len(ladder.calls)
-                  and ladder.outcomes[i].error is None), None)
-    if first is None:
-        return None
-    case, run_reference = at(first)
-    found = first_call_that_differs(ladder.calls[first], ladder.outcomes[first], case, run_reference)
-    if not found:
-        return None
-    return (STEP_BY_STEP if first == 0 else
-            f"The first case it gets wrong ({_rung_words(axes)[first]}), step by step against the reference: ") + found
+    case the code gets wrong and returns from where one can be said (the smallest, or the first
+    rung where the mistake shows; a later one where the reference shows no step in the first: one
+    feature, where scaling by 1/sqrt(1) changes nothing)."""
+    wrong = [i for i, right in enumerate(verdicts) if right is False and i < len(ladder.calls)
+             and ladder.outcomes[i].error is None]
+    words = _rung_words(axes)
+    for index in wrong:
+        case, run_reference = at(index)
+        found = first_call_that_differs(ladder.calls[index], ladder.outcomes[index], case, run_reference)
+        if found:
+            lead = (STEP_BY_STEP if index == 0 else
+                    f"{'The first case' if index == wrong[0] else 'A case'} it gets wrong ({words[index]}), step by "
+                    "step against the reference: ")
+            return lead + found
+    return None
