@@ -236,9 +236,10 @@ class Call:
 
     made: torch.Tensor
     what: str = ""  # the function or method ("matmul", "softmax", "__getitem__")
-    line: int = 0
+    line: int = 0  # in its cell
     code: str = ""
     takes: tuple[int, ...] = ()
+    within: str = ""  # the student's function or method whose line it is ("softmax", "forward")
 
 
 _NOT_STUDENT = tuple(os.path.dirname(module.__file__) + os.sep for module in (torch, contextlib))
@@ -279,37 +280,47 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         if not tensors or self.elements + sum(t.numel() for t in tensors) > self.MOST_ELEMENTS:
             return
         takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
-        where = self._line() if self.lines else (0, "")
+        where = self._line() if self.lines else (0, "", "")
         if where is None:
             return
-        line, code = where
+        line, code, within = where
         for tensor in tensors:
             self.elements += tensor.numel()
             self._index[id(tensor)] = len(self.calls)
             self._kept.append(tensor)
-            self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes))
+            self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes, within))
 
-    def _line(self) -> tuple[int, str] | None:
-        """The line of the code under study that made the call, or None where the call is not one of
-        its steps: made by these checks themselves (building a case, moving a module), or by a
-        constructor (a module's parameters are given, like its inputs)."""
+    def _line(self) -> tuple[int, str, str] | None:
+        """The line of the code under study that made the call (its number, its text, its function),
+        or None where the call is not one of its steps: made by these checks themselves (building a
+        case, moving a module), or by a constructor (a module's parameters are given, like its inputs)."""
         frame = inspect.currentframe()
         while frame is not None and (frame.f_code in _RECORDING or frame.f_code.co_filename.startswith(_NOT_STUDENT)):
             frame = frame.f_back
         if frame is None:
-            return 0, ""
+            return 0, "", ""
         if os.path.abspath(frame.f_code.co_filename).startswith(_CHECKS) or frame.f_code.co_name == "__init__":
             return None
         code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-        return frame.f_lineno, code[:self.MOST_CODE]
+        return frame.f_lineno, code[:self.MOST_CODE], _name(frame.f_code)
 
 
 _RECORDING = {CallRecorder.__torch_function__.__code__, CallRecorder._keep.__code__, CallRecorder._line.__code__}
 
 
 def _name(func: Any) -> str:
-    name = str(getattr(func, "__name__", ""))
-    return name if name.isidentifier() and len(name) <= 40 else ""
+    """A function's or code object's name where it is one a message may quote: identifiers joined by
+    dots ("LayerNorm.forward", a method by its class; a nested function by what follows "<locals>")."""
+    name = str(getattr(func, "__name__", None) or getattr(func, "co_qualname", None) or getattr(func, "co_name", ""))
+    name = name.split(".<locals>.")[-1]
+    return name if len(name) <= 60 and all(part.isidentifier() for part in name.split(".")) else ""
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A name read from a record, checked as a function's name is (``_name``)."""
+
+    __name__: str
 
 
 def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
@@ -369,7 +380,7 @@ def encode_ladder(ran: Ladder) -> dict:
             "steps": {str(name): {"given": {str(k): _encode(t, None) for k, t in seen.given.items()},
                                   "made": _encode(seen.made, None)} for name, seen in ran.steps.items()},
             "calls": [[{"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
-                        "takes": list(call.takes)} for call in calls] for calls in ran.calls]}
+                        "takes": list(call.takes), "within": call.within} for call in calls] for calls in ran.calls]}
 
 
 def _decode_calls(data: Any) -> list[Call]:
@@ -381,14 +392,14 @@ def _decode_calls(data: Any) -> list[Call]:
     for item in data[:CallRecorder.MOST_CALLS] if isinstance(data, list) else ():
         try:
             made, line, code = _decode(item["made"]), int(item["line"]), str(item["code"])[:CallRecorder.MOST_CODE]
-            what, takes = str(item["what"]), tuple(int(i) for i in item["takes"])
+            what, takes, within = str(item["what"]), tuple(int(i) for i in item["takes"]), str(item["within"])
         except Exception:  # noqa: BLE001 - malformed: the calls after it are not read
             break
         elements += made.numel() if isinstance(made, torch.Tensor) else 0
         if not isinstance(made, torch.Tensor) or elements > CallRecorder.MOST_ELEMENTS \
                 or not all(0 <= i < len(calls) for i in takes):
             break
-        calls.append(Call(made, what if what.isidentifier() and len(what) <= 40 else "", line, code, takes))
+        calls.append(Call(made, _name(_Named(what)), line, code, takes, _name(_Named(within))))
     return calls
 
 

@@ -449,7 +449,8 @@ def test_a_line_that_changes_nothing_in_the_smallest_case_is_said():
         return weights @ x, weights
     found = _finding("simple_self_attention", attention) or ""
     first = attention.__code__.co_firstlineno
-    assert f"line {first + 3} of your code (`weights = torch.softmax(scores, dim=-1)`)" in found, found
+    assert f"line {first + 3} of the cell that defines your `attention` (`weights = torch.softmax(scores, dim=-1)`)" \
+        in found, found
     assert f"Line {first + 2} leaves the values given to it unchanged in this case." in found, found
 
 
@@ -509,6 +510,10 @@ def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
     huge = json.loads(json.dumps(recorded))
     huge["calls"][0][0]["made"] = _encode(torch.zeros(localise.CallRecorder.MOST_ELEMENTS + 1), None)
     assert decode_ladder(huge, check).calls[0] == []
+    named = json.loads(json.dumps(recorded))
+    named["calls"][0][0]["within"] = "<b>softmax</b>"  # a function's name is an identifier, or none is said
+    assert decode_ladder(named, check).calls[0][0].within == ""
+    assert decode_ladder(recorded, check).calls[0][0].within == "softmax"
     long_line = json.loads(json.dumps(recorded))
     long_line["calls"][0][0]["code"] = "x" * 10_000
     assert len(decode_ladder(long_line, check).calls[0][0].code) == localise.CallRecorder.MOST_CODE

@@ -450,8 +450,8 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
     # included (one that cannot be judged: too many values equal it by chance)
     unsure = {calls[i].line for i in before if not leads_to_right[i]}
     right = sorted({calls[i].line for i in before if holds[i]} - set(unchanged) - unsure)
-    said = [f"line {calls[first].line} of your code{_quoted(calls[first])} is the first to make values that the "
-            "reference never computes, and nothing made from them comes back to the reference's."]
+    said = [f"{_where(calls[first])}{_quoted(calls[first])} is the first to make values that the reference never "
+            "computes, and nothing made from them comes back to the reference's."]
     if right:
         said.append(f"Before it, line{'s' * (len(right) > 1)} {_lines(right)} make{'s' * (len(right) == 1)} the "
                     "reference's values.")
@@ -459,6 +459,13 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
         said.append(f"Line{'s' * (len(unchanged) > 1)} {_lines(unchanged)} leave{'s' * (len(unchanged) == 1)} the "
                     f"values given to {'it' if len(unchanged) == 1 else 'them'} unchanged in this case.")
     return " ".join(said)
+
+
+def _where(call: Call) -> str:
+    """Where a call's line is: "line 4 of the cell that defines your `softmax`" (the numbers Jupyter
+    shows beside a cell's lines), or of "your code" where its function is not known."""
+    return f"line {call.line} of the cell that defines your `{call.within}`" if call.within \
+        else f"line {call.line} of your code"
 
 
 def _quoted(call: Call) -> str:
