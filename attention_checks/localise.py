@@ -230,7 +230,7 @@ def _by_parameter(module: torch.nn.Module, args: Any, kwargs: Any) -> dict[str, 
 
 @dataclass
 class Call:
-    """One PyTorch call that the code made on the base case: the tensor it made, the line of the
+    """One PyTorch call that the code made in a localising case: the tensor it made, the line of the
     code that made it (its number in its cell and its text; 0 and "" where no line of the student's
     is on the stack), and which earlier calls' results it took (their indices)."""
 
@@ -251,23 +251,24 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
     each one makes, in order (a ``TorchFunctionMode``: the calls PyTorch makes inside them are not
     seen, only the code's own). ``lines``: also the line of code under study that made each one (the
     innermost frame outside PyTorch and Python's own modules), and only the calls that code makes.
-    At most MOST_CALLS are kept, holding MOST_ELEMENTS entries in all: a tensor past them is not
-    kept, and a call that takes it takes nothing known."""
+    At most MOST_CALLS are kept, holding MOST_ELEMENTS entries in all; past them nothing more is (a
+    call after an unkept one could not say what it took)."""
 
     MOST_CALLS = 200
     MOST_ELEMENTS = 4096  # a localising case's tensors have tens of entries: a case's record stays small
     MOST_CODE = 160  # characters of a line
 
-    def __init__(self, lines: bool = True):
+    def __init__(self, lines: bool = True, most_calls: int = MOST_CALLS, most_elements: int = MOST_ELEMENTS):
         super().__init__()
-        self.lines, self.calls, self.elements = lines, [], 0
+        self.lines, self.calls, self.elements, self.full = lines, [], 0, False
+        self.most_calls, self.most_elements = most_calls, most_elements
         self._index: dict[int, int] = {}  # id(tensor) -> the last call that made it
         self._kept: list[torch.Tensor] = []  # the tensors themselves: their ids stay theirs while recording
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         made = func(*args, **kwargs)
-        if len(self.calls) < self.MOST_CALLS:
+        if not self.full:
             try:
                 self._keep(func, made, args, kwargs)
             except Exception:  # noqa: BLE001 - a tensor subclass of the student's: the call is not kept
@@ -277,7 +278,11 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
     def _keep(self, func: Any, made: Any, args: Any, kwargs: Any) -> None:
         tensors = [t for t in (made if isinstance(made, (tuple, list)) else [made])
                    if isinstance(t, torch.Tensor) and t.device.type == "cpu" and 0 < t.numel() and not t.is_complex()]
-        if not tensors or self.elements + sum(t.numel() for t in tensors) > self.MOST_ELEMENTS:
+        if not tensors:
+            return
+        if len(self.calls) + len(tensors) > self.most_calls \
+                or self.elements + sum(t.numel() for t in tensors) > self.most_elements:
+            self.full = True
             return
         takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
         where = self._line() if self.lines else (0, "", "")
@@ -309,18 +314,15 @@ _RECORDING = {CallRecorder.__torch_function__.__code__, CallRecorder._keep.__cod
 
 
 def _name(func: Any) -> str:
-    """A function's or code object's name where it is one a message may quote: identifiers joined by
-    dots ("LayerNorm.forward", a method by its class; a nested function by what follows "<locals>")."""
+    """A function's or code object's name, as a message may quote it (``_quotable``): a method by
+    its class ("LayerNorm.forward"), a nested function by its own name."""
     name = str(getattr(func, "__name__", None) or getattr(func, "co_qualname", None) or getattr(func, "co_name", ""))
-    name = name.split(".<locals>.")[-1]
+    return _quotable(name.split(".<locals>.")[-1])
+
+
+def _quotable(name: str) -> str:
+    """``name`` where it is identifiers joined by dots, else "": a record's names are shown to people."""
     return name if len(name) <= 60 and all(part.isidentifier() for part in name.split(".")) else ""
-
-
-@dataclass(frozen=True)
-class _Named:
-    """A name read from a record, checked as a function's name is (``_name``)."""
-
-    __name__: str
 
 
 def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
@@ -399,7 +401,7 @@ def _decode_calls(data: Any) -> list[Call]:
         if not isinstance(made, torch.Tensor) or elements > CallRecorder.MOST_ELEMENTS \
                 or not all(0 <= i < len(calls) for i in takes):
             break
-        calls.append(Call(made, _name(_Named(what)), line, code, takes, _name(_Named(within))))
+        calls.append(Call(made, _quotable(what), line, code, takes, _quotable(within)))
     return calls
 
 

@@ -500,6 +500,24 @@ def test_the_calls_recorded_are_the_codes_own_steps():
         assert [call.what for call in calls][:2] == ["mean", "sub"], calls
 
 
+def test_past_its_bounds_the_recorder_keeps_nothing_more():
+    """A call after one that was not kept could not say what it took, so nothing after the bound is
+    kept: the last results are not there to be named wrongly."""
+    x = torch.randn(3, dtype=torch.float64)
+    with localise.CallRecorder(most_calls=3) as recorder:
+        y = x.exp()
+        y = y + 1
+        big = torch.zeros(10)  # not past the bound of calls, but past a bound of 8 entries below
+        y = y * 2
+        y = y - 1
+    assert [call.what for call in recorder.calls] == ["exp", "add", "zeros"] and recorder.full
+    with localise.CallRecorder(most_elements=8) as recorder:
+        y = x.exp()
+        big = torch.zeros(10)
+        y = y * 2
+    assert [call.what for call in recorder.calls] == ["exp"] and recorder.full and big.shape == (10,)
+
+
 def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
     check = CHECKS["softmax"]
     recorded = encode_ladder(run_ladder(check, _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() * 2")))

@@ -265,7 +265,7 @@ class ReferenceRecorder(CallRecorder):
     it out step by step meets the reference's values at every step."""
 
     def __init__(self):
-        super().__init__(lines=False)
+        super().__init__(lines=False, most_calls=100_000, most_elements=10**8)  # the grader's own: all of it
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         made = super().__torch_function__(func, types, args, kwargs)
@@ -332,7 +332,7 @@ def written_out(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> li
 
 
 def reference_calls(run_reference: Callable[[], Any]) -> list[Call]:
-    """The PyTorch calls the reference makes on the base case, with what each one made, its fused
+    """The PyTorch calls the reference makes on a case, with what each one made, its fused
     operations written out (``ReferenceRecorder``); [] where it raises."""
     recorder = ReferenceRecorder()
     try:
@@ -385,9 +385,10 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
     call's result is right where the reference computes the same values, or where a later result
     made from it is right (another route to the same value: a softmax written out); the first call
     on the way to the output that is neither is where the results leave the reference's, and
-    nothing made from it comes back. Said only where the reference shows its steps (a single opaque
-    call shows none), with the line of code that made it; where the output itself is one of the
-    reference's earlier values, that is said instead."""
+    nothing made from it comes back; it is said with the line of code that made it, where the
+    reference shows a step or an earlier call of the code makes one of the reference's values
+    (``_first_line_said``). Where the output itself is one of the reference's earlier values, that
+    is said instead."""
     output = _output(outcome.value)
     if not calls or not isinstance(output, torch.Tensor):
         return None
