@@ -518,6 +518,25 @@ def test_past_its_bounds_the_recorder_keeps_nothing_more():
     assert [call.what for call in recorder.calls] == ["exp"] and recorder.full and big.shape == (10,)
 
 
+def test_a_sealed_report_quotes_only_lines_and_functions_the_submitted_cells_hold():
+    """Once hidden tests ran, the student's code may hold what they were, and a record is the code's
+    to write: a sealed finding quotes a recorded line or function name only where the submitted
+    cells hold it, and else gives the line's number alone."""
+    check = CHECKS["softmax"]
+    source = _model_source("softmax").replace("exps = shifted.exp()", "exps = (2 * shifted).exp()")
+    ladder = run_ladder(check, _model_with("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()"))
+    sealed = judging.Sealed(source.splitlines())
+    honest = judging.localised(check, ladder, sealed) or ""
+    assert "of the cell that defines your `softmax` (`exps = (2 * shifted).exp()" in honest, honest
+    forged = decode_ladder(encode_ladder(ladder), check)
+    for calls in forged.calls:
+        for call in calls:
+            call.code, call.within = "hidden = [0.25, 0.5]", "hidden_0_25"
+    found = judging.localised(check, forged, sealed) or ""
+    assert "hidden" not in found and "of your code is the first" in found, found
+    assert "hidden = [0.25, 0.5]" in (judging.localised(check, forged) or "")  # as it is, where nothing is hidden
+
+
 def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
     check = CHECKS["softmax"]
     recorded = encode_ladder(run_ladder(check, _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() * 2")))

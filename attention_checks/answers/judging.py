@@ -16,7 +16,7 @@ import importlib.util
 import math
 import numbers
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
@@ -223,6 +223,10 @@ class Quoting:
         """The student's line it raised at ("": not shown)."""
         return line
 
+    def function(self, name: str) -> str:
+        """The name of the student's function or method ("LayerNorm.forward") a line is in ("": not shown)."""
+        return name
+
     def value(self, got: Any) -> str:
         return _short(got)
 
@@ -275,6 +279,11 @@ class Sealed(Quoting):
 
     def line(self, line: str) -> str:
         return line if line.strip() in self.own_lines else ""
+
+    def function(self, name: str) -> str:
+        # each part defined by a line of the student's own ("class LayerNorm(", "def forward(")
+        defined = {re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line) for line in self.own_lines}
+        return name if name and set(name.split(".")) <= {match[1] for match in defined if match} else ""
 
     def value(self, got: Any) -> str:
         if got is None or isinstance(got, bool):
@@ -843,11 +852,16 @@ def rung_right(check: "Check", spec: Mapping[str, Any], outcome: Outcome) -> boo
     return found is not None and found.right
 
 
-def localised(check: "Check", ladder: Ladder | None) -> str | None:
+def localised(check: "Check", ladder: Ladder | None, quoting: Quoting = AS_IS) -> str | None:
     """What a failed check's ladder shows (answers.localising.finding), or None: no ladder, no
-    axes, or no references here (the published data holds no answer to a localising case)."""
+    axes, or no references here (the published data holds no answer to a localising case). The
+    recorded calls' lines and functions are quoted as ``quoting`` allows (sealed: only the
+    student's own, which the submitted cells hold)."""
     if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
         return None
+    ladder = replace(ladder, calls=[[replace(call, code=quoting.line(call.code), within=quoting.function(call.within))
+                                     for call in calls] for calls in ladder.calls])
+
     def at(index: int) -> tuple[Judged, Callable[[], Any]]:
         case = judged(check, check.axes.cases()[index], REFERENCES)
         return case, lambda: answer_for(check).reference(case.x, case.spec)
@@ -1014,7 +1028,7 @@ def judge(check: "Check", cases: Sequence[Mapping[str, Any]], outcomes: Sequence
         decide_dependent_hints(check, built, results, seen)
     fraction = sum(r.fraction for r in results) / len(results)
     if fraction < 1:
-        add_finding(results, localised(check, ladder))
+        add_finding(results, localised(check, ladder, quoting))
     if fraction == 1:
         return Report(points, points, f"✓ {check.name}: all {len(results)} cases pass ({points:g} / {points:g} points)")
 
