@@ -299,6 +299,9 @@ def test_a_second_run_localises_a_failure_and_never_changes_a_score(tmp_path, mo
         assert LEAD not in plain[student][0].autograded
     (failed,) = [t for t in localised["planted"][0].tests if t.grade_id == "test_attention_scores"]
     assert not failed.passed and LEAD in failed.message and "batch" in failed.message, failed.message
+    # the line that leaves the reference's values, read in a real kernel (IPython keeps a cell's lines)
+    assert "line 2 of the cell that defines your `attention_scores` (`return x @ x[0].transpose(-2, -1)`) is the " \
+           "first to make values that the reference never computes" in failed.message, failed.message
     assert LEAD in localised["planted"][1]  # the feedback page says it too
     hostile = localised["hostile"][0]
     assert hostile.score == plain["hostile"][0].score < hostile.max_score and LEAD not in hostile.autograded
