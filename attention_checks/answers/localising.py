@@ -403,8 +403,9 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
         return None  # an output no call made
     earlier = next((call for call in steps if _same_values(output, call.made, dtype)), None)
     if earlier is not None:
-        return (f"your output holds values the reference computes on its way{f' (in its {earlier.what})' * bool(earlier.what)}, "
-                "before its output: the reference does more after them.")
+        where = f" (in its {earlier.what})" if earlier.what else ""
+        return (f"your output holds values the reference computes on its way{where}, before its output: the "
+                "reference does more after them.")
     computed = _by_size([call.made for call in steps] + outputs)  # what the reference computes from the inputs
     return _first_line_said(calls, made_output[-1], computed, _by_size(inputs), dtype, shows_steps=bool(steps))
 
