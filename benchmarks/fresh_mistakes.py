@@ -36,6 +36,7 @@ It only reports: the exit status is 1 only when grading failed or a fresh studen
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -97,12 +98,24 @@ class FreshMistake:
 def changed_lines(assignment: str, text: str) -> list[str]:
     """The lines of code in a fresh file's cells ("# %% cell: <grade id>") that the model solution's
     cells do not hold, stripped; [] where there are more than MOST_CHANGED."""
-    solutions = SourceNotebook(assignment).solutions
     parts = re.split(r"^# %% cell: (\S+)\s*$", text, flags=re.M)
-    changed = [line.strip() for gid, body in zip(parts[1::2], parts[2::2]) for line in body.splitlines()
-               if line.strip() and not line.strip().startswith("#")
-               and line.strip() not in {known.strip() for known in solutions.get(gid, "").splitlines()}]
+    changed = []
+    for gid, body in zip(parts[1::2], parts[2::2]):
+        known = _solution_lines(assignment, gid)
+        changed += [line.strip() for line in body.splitlines()
+                    if line.strip() and not line.strip().startswith("#") and line.strip() not in known]
     return changed if len(changed) <= MOST_CHANGED else []
+
+
+@functools.cache
+def _solution_lines(assignment: str, grade_id: str) -> frozenset[str]:
+    """The model solution's lines of one cell, stripped (read once per assignment)."""
+    return frozenset(line.strip() for line in _solutions(assignment).get(grade_id, "").splitlines())
+
+
+@functools.cache
+def _solutions(assignment: str) -> dict[str, str]:
+    return SourceNotebook(assignment).solutions
 
 
 @dataclass

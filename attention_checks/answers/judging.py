@@ -30,7 +30,7 @@ from ..published import PUBLISHED, NotPublished
 from ..record import Outcome, decode_outcome, device_name
 from .catalogue import Answer, Mistake, merge_twins, named_mistakes, one_of
 from .crashes import CRASHES
-from .localising import Rung, finding
+from .localising import Rung, finding, varies
 from .hints import (KEPT_STATE_HINT, Claim, crash_hints, device_bug, device_hints, kept_from_an_earlier_call,
                     pattern_hints, split_error, structure_hints)
 from .torch_messages import pytorch_message
@@ -687,15 +687,14 @@ def no_work(got: Any, expected: Any, case: Judged) -> str | None:
     one of the case's inputs as it was given, or it holds one value everywhere (zeros from a stub)
     where the reference's does not. Such an output earns nothing for its shape (issue 58: handing
     q back earned a quarter of flash_attention's points); any output computed from the inputs does."""
-    values = _as_float64(got) if isinstance(got, torch.Tensor) else None
+    values = _as_float64(got)
     if values is None or values.numel() < 2 or not isinstance(expected, torch.Tensor):
         return None
     for name, given in case.x.named.items():  # as the code was given it: in the case's dtype
         if isinstance(given, torch.Tensor) and tuple(given.shape) == tuple(values.shape) and torch.equal(
                 values, (given.to(case.dtype) if given.is_floating_point() else given).to(torch.float64)):
             return f"that is the input {name} as it was given, which earns nothing for its shape"
-    flat, wanted = values.reshape(-1), expected.reshape(-1)
-    if bool((flat == flat[0]).all()) and not bool((wanted == wanted[0]).all()):
+    if not varies(values) and varies(expected):
         return "one value everywhere, which earns nothing for its shape"
     return None
 

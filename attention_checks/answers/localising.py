@@ -254,7 +254,6 @@ def _after(right: Sequence[str]) -> str:
     return f" (before it, {' and '.join(right) if len(right) < 3 else ', '.join(right)} {'is' if len(right) == 1 else 'are'} right)"
 
 
-
 # --------------------------------------------------------------------------
 # inside a function: the first call whose result the reference never computes (item 2)
 
@@ -343,9 +342,9 @@ def reference_calls(run_reference: Callable[[], Any]) -> list[Call]:
     return recorder.calls
 
 
-def _informative(t: torch.Tensor) -> bool:
-    """Whether a value can say where code is right: two entries at least, not all equal (a single
-    number or a constant matches too much by chance)."""
+def varies(t: torch.Tensor) -> bool:
+    """Whether a value has two entries at least, not all equal: one that can say where code is right
+    (a single number or a constant matches too much by chance), or that took some work to make."""
     flat = t.reshape(-1)
     return flat.numel() >= 2 and not bool((flat == flat[0]).all())
 
@@ -393,7 +392,7 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
     if not calls or not isinstance(output, torch.Tensor):
         return None
     dtype = case.dtype
-    reference = [call for call in reference_calls(run_reference) if _informative(call.made)]
+    reference = [call for call in reference_calls(run_reference) if varies(call.made)]
     outputs = [v for v in case.expected.values() if isinstance(v, torch.Tensor)]
     inputs = [v for v in (*case.x.args.values(), *case.x.kwargs.values()) if isinstance(v, torch.Tensor)]
     steps = [call for call in reference if not any(_same_values(call.made, v, dtype) for v in outputs + inputs)]
@@ -428,7 +427,7 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
     def known(value: torch.Tensor, pool: Mapping[int, Sequence[torch.Tensor]]) -> bool:
         return any(_same_values(value, v, dtype) for v in pool.get(value.numel(), ()))
 
-    informative = [_informative(call.made) for call in calls]
+    informative = [varies(call.made) for call in calls]
     holds = [informative[i] and (known(call.made, computed) or known(call.made, given)) for i, call in enumerate(calls)]
     leads_to_right = list(holds)  # a result from which a right one is made
     for i in reversed(range(len(calls))):

@@ -436,10 +436,11 @@ class SourceScanner:
                                                   if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))):
             return False
         for base in cls.bases:
-            if isinstance(base, ast.Name) and self.var(base, base.id)[0] is not None and not self.imported(
-                    self.var(base, base.id)) and not self._plain_class(self.var(base, base.id), seen):
-                return False
             if not isinstance(base, (ast.Name, ast.Attribute)):
+                return False
+            base_var = self.var(base, base.id) if isinstance(base, ast.Name) else None
+            if base_var and base_var[0] is not None and not self.imported(base_var) \
+                    and not self._plain_class(base_var, seen):
                 return False
         return True
 
