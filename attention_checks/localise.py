@@ -41,9 +41,11 @@ that combines blocks").
   the merged heads are solved from the reference's output through w_o).
 * **Calls inside a function** (item 2): every localising case records the PyTorch calls the code
   makes (``CallRecorder``, a ``TorchFunctionMode``: each result, the line of the student's code that
-  made it, the earlier results it took), and the grader names the first result on the way to the
-  output that the reference's computation never holds and from which nothing right is made
-  (``answers.localising.first_call_that_differs``).
+  made it, the earlier results it took, its arguments as plain data; and the call that raised, where
+  one ended the case), and the grader names the first result on the way to the output that the
+  reference's computation never holds and from which nothing right is made
+  (``answers.localising.first_call_that_differs``), with one change to that call, run again by the
+  grader, that makes the reference's values where one does (``answers.localising.mended``).
 * **Every finding is an observation.** What the grader says is only what the ladder showed: the
   rung where the outputs went wrong and the one below it where they were right, and the part of
   the computation that the axis exercises. It stands where no catalogued diagnosis survived its
@@ -240,6 +242,10 @@ class Call:
     code: str = ""
     takes: tuple[int, ...] = ()
     within: str = ""  # the student's function or method whose line it is ("softmax", "forward")
+    # its arguments as data ({"args": [...], "kwargs": {...}}, ``_argument``; "item": which of the tensors it
+    # made this one is, for a call that made several), for the grader to run the call again changed in one
+    # thing; None where one of them is not plain data
+    arguments: Any = None
 
 
 _NOT_STUDENT = tuple(os.path.dirname(module.__file__) + os.sep for module in (torch, contextlib))
@@ -262,12 +268,22 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.lines, self.calls, self.elements, self.full = lines, [], 0, False
         self.most_calls, self.most_elements = most_calls, most_elements
+        self.given: list[torch.Tensor] = []  # tensors the calls took that no kept call made (inputs, parameters)
+        self.failed: Call | None = None  # the last call that raised, with its arguments (made: no entries)
         self._index: dict[int, int] = {}  # id(tensor) -> the last call that made it
+        self._given_index: dict[int, int] = {}  # id(tensor) -> its place in self.given
+        self._given_elements = 0
         self._kept: list[torch.Tensor] = []  # the tensors themselves: their ids stay theirs while recording
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        made = func(*args, **kwargs)
+        try:
+            made = func(*args, **kwargs)
+        except Exception:
+            if not self.full:
+                with contextlib.suppress(Exception):  # recording never changes what the code does
+                    self._keep_failed(func, args, kwargs)
+            raise
         if not self.full:
             try:
                 self._keep(func, made, args, kwargs)
@@ -289,11 +305,56 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         if where is None:
             return
         line, code, within = where
-        for tensor in tensors:
+        self.failed = None  # the code went on after a call that raised: that one did not end the case
+        several = isinstance(made, (tuple, list))  # chunk, unbind, max along a dim: which item each one is
+        arguments = self._arguments(args, kwargs) if not several or len(tensors) == len(made) else None
+        for item, tensor in enumerate(tensors):
             self.elements += tensor.numel()
             self._index[id(tensor)] = len(self.calls)
             self._kept.append(tensor)
-            self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes, within))
+            kept = {**arguments, "item": item} if arguments is not None and several else arguments
+            self.calls.append(Call(tensor.detach().clone(), _name(func), line, code, takes, within, kept))
+
+    def _keep_failed(self, func: Any, args: Any, kwargs: Any) -> None:
+        where = self._line() if self.lines else (0, "", "")
+        if where is not None:
+            takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
+            self.failed = Call(torch.zeros(0), _name(func), *where[:2], takes, where[2], self._arguments(args, kwargs))
+
+    def _arguments(self, args: Any, kwargs: Any) -> dict | None:
+        """A call's arguments as data, a tensor as the kept call that made it or as a given one (kept
+        once, within MOST_ELEMENTS of its own); None where one is not plain data or past that bound."""
+        try:
+            return {"args": [self._argument(a, 0) for a in args],
+                    "kwargs": {str(k): self._argument(v, 0) for k, v in kwargs.items()}}
+        except _NotPlain:
+            return None
+
+    def _argument(self, value: Any, depth: int) -> Any:
+        if isinstance(value, torch.Tensor):
+            if id(value) in self._index:
+                return {"call": self._index[id(value)]}
+            if id(value) not in self._given_index:
+                if value.device.type != "cpu" or value.is_complex() \
+                        or self._given_elements + value.numel() > self.most_elements:
+                    raise _NotPlain
+                self._given_elements += value.numel()
+                self._given_index[id(value)] = len(self.given)
+                self._kept.append(value)
+                self.given.append(value.detach().clone())
+            return {"given": self._given_index[id(value)]}
+        if value is None or isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 20):
+            return {"plain": value}
+        if isinstance(value, float):
+            return {"float": repr(value)}
+        if value is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(value, slice):
+            return {"slice": [self._argument(part, depth) for part in (value.start, value.stop, value.step)]}
+        if isinstance(value, (tuple, list)) and len(value) <= MOST_ITEMS and depth < 3:
+            return {"sequence": [self._argument(item, depth + 1) for item in value],
+                    "kind": "tuple" if isinstance(value, tuple) else "list"}
+        raise _NotPlain
 
     def _line(self) -> tuple[int, str, str] | None:
         """The line of the code under study that made the call (its number, its text, its function),
@@ -310,7 +371,13 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         return frame.f_lineno, code[:self.MOST_CODE], _name(frame.f_code)
 
 
-_RECORDING = {CallRecorder.__torch_function__.__code__, CallRecorder._keep.__code__, CallRecorder._line.__code__}
+_RECORDING = {CallRecorder.__torch_function__.__code__, CallRecorder._keep.__code__, CallRecorder._keep_failed.__code__,
+              CallRecorder._line.__code__}
+MOST_ITEMS = 8  # a sequence among a call's arguments that is kept as data (the tensors to torch.cat, a shape)
+
+
+class _NotPlain(Exception):
+    """An argument that is not kept as data (an object of the code's own, a long list)."""
 
 
 def _name(func: Any) -> str:
@@ -345,6 +412,8 @@ class Ladder:
     outcomes: list[Outcome] = field(default_factory=list)
     steps: dict[str, Seen] = field(default_factory=dict)
     calls: list[list[Call]] = field(default_factory=list)  # one list per outcome
+    given: list[list[torch.Tensor]] = field(default_factory=list)  # per outcome: the tensors its calls took as given
+    failed: list[Call | None] = field(default_factory=list)  # per outcome: the call that raised, if one did
 
 
 def run_ladder(check: "Check", student: Any) -> Ladder:
@@ -368,6 +437,8 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
             except Exception as error:  # noqa: BLE001 - student code
                 ran.outcomes.append(Outcome(error=describe_error(error)))
             ran.calls.append(calls.calls)
+            ran.given.append(calls.given)
+            ran.failed.append(calls.failed if ran.outcomes[-1].error is not None else None)
             if index == 0:
                 ran.steps = recorder.seen
     return ran
@@ -381,8 +452,26 @@ def encode_ladder(ran: Ladder) -> dict:
     return {"outcomes": [_encode_outcome(o, None) for o in ran.outcomes],
             "steps": {str(name): {"given": {str(k): _encode(t, None) for k, t in seen.given.items()},
                                   "made": _encode(seen.made, None)} for name, seen in ran.steps.items()},
-            "calls": [[{"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
-                        "takes": list(call.takes), "within": call.within} for call in calls] for calls in ran.calls]}
+            "calls": [[_encode_call(call) for call in calls] for calls in ran.calls],
+            "given": [[_encode(t, None) for t in given] for given in ran.given],
+            "failed": [None if call is None else _encode_call(call) for call in ran.failed]}
+
+
+def _encode_call(call: Call) -> dict:
+    return {"made": _encode(call.made, None), "what": call.what, "line": call.line, "code": call.code,
+            "takes": list(call.takes), "within": call.within, "arguments": call.arguments}
+
+
+def _decode_call(item: Any, earlier: int) -> Call:
+    """One recorded call, checked for form (its arguments are checked where they are used:
+    ``answers.localising``); ValueError where it is malformed or takes what no earlier call made."""
+    made, line, code = _decode(item["made"]), int(item["line"]), str(item["code"])[:CallRecorder.MOST_CODE]
+    what, takes, within = str(item["what"]), tuple(int(i) for i in item["takes"]), str(item["within"])
+    arguments = item.get("arguments")
+    if not isinstance(made, torch.Tensor) or not all(0 <= i < earlier for i in takes) \
+            or not isinstance(arguments, (dict, type(None))):
+        raise ValueError("not a call")
+    return Call(made, _quotable(what), line, code, takes, _quotable(within), arguments)
 
 
 def _decode_calls(data: Any) -> list[Call]:
@@ -393,16 +482,39 @@ def _decode_calls(data: Any) -> list[Call]:
     elements = 0
     for item in data[:CallRecorder.MOST_CALLS] if isinstance(data, list) else ():
         try:
-            made, line, code = _decode(item["made"]), int(item["line"]), str(item["code"])[:CallRecorder.MOST_CODE]
-            what, takes, within = str(item["what"]), tuple(int(i) for i in item["takes"]), str(item["within"])
+            call = _decode_call(item, len(calls))
         except Exception:  # noqa: BLE001 - malformed: the calls after it are not read
             break
-        elements += made.numel() if isinstance(made, torch.Tensor) else 0
-        if not isinstance(made, torch.Tensor) or elements > CallRecorder.MOST_ELEMENTS \
-                or not all(0 <= i < len(calls) for i in takes):
+        elements += call.made.numel()
+        if elements > CallRecorder.MOST_ELEMENTS:
             break
-        calls.append(Call(made, _quotable(what), line, code, takes, _quotable(within)))
+        calls.append(call)
     return calls
+
+
+def _decode_given(data: Any) -> list[torch.Tensor]:
+    """One case's given tensors, as far as they are tensors within the recorder's bound."""
+    given: list[torch.Tensor] = []
+    elements = 0
+    for item in data if isinstance(data, list) else ():
+        try:
+            tensor = _decode(item)
+        except Exception:  # noqa: BLE001 - malformed: the ones after it are not read
+            break
+        if not isinstance(tensor, torch.Tensor):
+            break
+        elements += tensor.numel()
+        if elements > CallRecorder.MOST_ELEMENTS:
+            break
+        given.append(tensor)
+    return given
+
+
+def _decode_failed(item: Any, calls: Sequence[Call]) -> Call | None:
+    try:
+        return None if item is None else _decode_call(item, len(calls))
+    except Exception:  # noqa: BLE001 - malformed: no call raised, as far as the grader knows
+        return None
 
 
 def decode_ladder(data: Any, check: "Check") -> Ladder | None:
@@ -421,8 +533,13 @@ def decode_ladder(data: Any, check: "Check") -> Ladder | None:
             continue
         if name in declared and given and all(isinstance(t, torch.Tensor) for t in (made, *given.values())):
             steps[name] = Seen(given, made)
-    traces = data.get("calls") if isinstance(data.get("calls"), list) else []
-    return Ladder(outcomes, steps, [_decode_calls(trace) for trace in traces[:len(outcomes)]])
+    def per_case(key: str) -> list:
+        found = data.get(key) if isinstance(data.get(key), list) else []
+        return found[:len(outcomes)] + [None] * (len(outcomes) - len(found))
+
+    calls = [_decode_calls(trace) for trace in per_case("calls")]
+    failed = [_decode_failed(item, trace) for item, trace in zip(per_case("failed"), calls)]
+    return Ladder(outcomes, steps, calls, [_decode_given(item) for item in per_case("given")], failed)
 
 
 # --------------------------------------------------------------------------

@@ -560,6 +560,141 @@ def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
 
 
 # --------------------------------------------------------------------------
+# one change that mends the first line that differs, run again by the grader
+
+
+@pytest.mark.parametrize("name, old, new, said", [
+    # a sum without keepdim: the axis of size 1 that keepdim keeps
+    ("softmax", "exps.sum(dim=dim, keepdim=True)", "exps.sum(dim=dim)[..., None, :]",
+     "given an axis of size 1 at its end"),
+    # an axis fixed where the function is given one
+    ("softmax", "x.amax(dim=dim, keepdim=True)", "x.amax(dim=-2, keepdim=True)",
+     "`.amax(dim=-1, keepdim=True)` in place of `.amax(dim=-2, keepdim=True)`"),
+    # the axes of a merge
+    ("merge_heads", "x = x.transpose(1, 2)", "x = x.permute(0, 2, 3, 1)", "`.permute(0, 2, 1, 3)` in place of "
+                                                                         "`.permute(0, 2, 3, 1)`"),
+    # the product that batches, where a raising one is used (said with the line that raised)
+    ("project_qkv", "k = x @ w_k", "k = torch.bmm(x, w_k)", "raises; changed in one thing it runs and makes the "
+                                                          "reference's values: `.matmul(…)` in place of `.bmm(…)`"),
+])
+def test_one_change_that_mends_the_first_line_is_found_by_running_it_again(name, old, new, said):
+    found = _finding(name, _model_with(name, old, new)) or ""
+    assert said in found, found
+    assert f"(`{new.strip()}" in found or new.split(" = ")[-1] in found, found  # the line it mends is quoted
+
+
+def test_one_change_to_an_earlier_line_is_found_by_running_the_lines_after_it_again():
+    """A line that raises because of an earlier one (keys transposed in the wrong axes, then
+    multiplied), and a line whose one change mends the output only once later calls run again (the
+    softmax of transposed scores, transposed back): the grader runs the calls between again with the
+    change in place. A change that makes a layout call do nothing (a transpose of an axis of size 1,
+    or of the axes it transposes back) is never suggested."""
+    found = _finding("scaled_scores", _model_with("scaled_scores", "return q @ k.transpose(-2, -1) / math.sqrt(d_k)",
+                                                  "kt = k.transpose(0, 2)\n    return q @ kt / math.sqrt(d_k)")) or ""
+    assert "raises; with one change to line 9 (`kt = k.transpose(0, 2)`) it runs and makes the reference's values: " \
+           "`.transpose(1, 2)` in place of `.transpose(0, 2)`." in found, found
+    found = _finding("scaled_dot_product_attention", _model_with(
+        "scaled_dot_product_attention", "weights = scores.softmax(dim=-1)",
+        "weights = scores.transpose(-2, -1).softmax(dim=-1).transpose(-2, -1)")) or ""
+    assert "With one change to the same line, your output is the reference's: `.softmax(dim=-2)` in place of " \
+           "`.softmax(dim=-1)`." in found, found
+
+
+def _merge_unbinding_positions(x):
+    return torch.cat(x.unbind(dim=2), dim=-1)
+
+
+def _split_stacked_after_positions(x, num_heads):
+    return torch.stack(x.split(x.size(-1) // num_heads, dim=-1), dim=2)
+
+
+@pytest.mark.parametrize("name, student, said", [
+    # a call that makes several tensors (unbind): changed, it changes each of them
+    ("merge_heads", _merge_unbinding_positions, "`.unbind(dim=1)` in place of `.unbind(dim=2)`"),
+    ("split_heads", _split_stacked_after_positions, "`torch.stack((…, …), dim=1)` in place of `torch.stack((…, …), dim=2)`"),
+])
+def test_one_change_is_found_where_no_line_can_be_said_to_leave_the_references_values(name, student, said):
+    """A one-line function whose reference shows no step: no line can be said to be the first that
+    leaves the reference's values, yet one change to one call makes the output the reference's."""
+    found = _finding(name, student) or ""
+    assert "changed in one thing, makes your output the reference's: " + said in found, found
+
+
+def test_no_change_is_said_where_none_mends_the_line():
+    """A mistake that no one change to its call undoes (a half added to the exponentials: numbers that
+    are not integers are never changed) gets the line, and no change; one that a change undoes gets it
+    (twice the scores: once)."""
+    found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() + 0.5")) or ""
+    assert "(`exps = shifted.exp() + 0.5" in found and "reference's values: " not in found, found
+    found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()")) or ""
+    assert "Changed in one thing, it makes the reference's values: `.mul(1)` in place of `.mul(2)`." in found, found
+
+
+def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
+    """The record is the code's to write: a call under another name, or arguments that are not the
+    data the recorder writes, are never run; a sealed report runs only calls whose numbers are 0 to
+    9 (dims), since a number could carry what a hidden test held."""
+    check = CHECKS["merge_heads"]
+    student = _model_with("merge_heads", "x = x.transpose(1, 2)", "x = x.permute(0, 2, 3, 1)")
+    ladder = decode_ladder(encode_ladder(run_ladder(check, student)), check)
+    mended = [call for calls in ladder.calls for call in calls if call.what == "permute"]
+    assert mended and "in place of" in (judging.localised(check, ladder) or "")
+    for forged in ("save", "__reduce_ex__", "_unsafe_view"):
+        for call in mended:
+            call.what = forged
+        assert "reference's values: " not in (judging.localised(check, ladder) or ""), forged
+    for call in mended:
+        call.what = "permute"
+        call.arguments = {"args": [{"call": 0}, {"plain": "x" * 30}], "kwargs": {}}
+    assert "reference's values: " not in (judging.localised(check, ladder) or "")
+    for call in mended:
+        call.arguments = {"args": [{"given": 0}, {"sequence": [{"plain": n} for n in (0, 2, 3, 1)], "kind": "tuple"}],
+                          "kwargs": {"out": {"eval": "1"}}}
+    assert "reference's values: " not in (judging.localised(check, ladder) or "")
+    long = torch.ones(localise.CallRecorder.MOST_ELEMENTS)  # within a record's bound, and its outer product is not
+    assert localising._run("outer", [long, long], {}) is None
+    assert localising._run("outer", [long[:3], long[:2]], {}).shape == (3, 2)
+    sealed = judging.Sealed(_model_source("merge_heads").splitlines())
+    small = {"args": [{"given": 0}, {"plain": 1}, {"slice": [{"plain": None}, {"plain": -2}, {"plain": None}]}],
+             "kwargs": {"dim": {"plain": 9}}}
+    assert sealed.arguments(small) == small
+    assert sealed.arguments({"args": [{"given": 0}, {"plain": 10}], "kwargs": {}}) is None
+    assert sealed.arguments({"args": [{"given": 0}, {"float": "0.25"}], "kwargs": {}}) is None
+    assert sealed.arguments({"args": [{"given": 0}, {"plain": "secret"}], "kwargs": {}}) is None
+
+
+def test_a_call_that_raised_is_recorded_only_where_it_ended_the_case():
+    x = torch.randn(2, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError), localise.CallRecorder() as recorder:
+        torch.mm(x, x)
+    assert recorder.failed is not None and recorder.failed.what == "mm" and recorder.failed.arguments is not None
+    with localise.CallRecorder() as recorder:
+        try:
+            torch.mm(x, x)
+        except RuntimeError:
+            pass
+        x.exp()  # the code went on: the call that raised did not end it
+    assert recorder.failed is None
+
+
+# --------------------------------------------------------------------------
+# a number: how it changes along the axes
+
+
+@pytest.mark.parametrize("new, said", [
+    ("1 / math.sqrt(2 * d_k) / (var_q * var_k)", "from unit variances to var_q=2, the reference's scale changes ×0.7071 "
+                                             "and yours ×0.5 (look at how var_q and var_k enter"),
+    ("0.5 / math.sqrt(d_k * var_q * var_k)", "your scale is the reference's times 0.5 (1/2) in every one of them."),
+    ("0.125", "your scale is 0.125 in every one of them, whatever the case"),
+])
+def test_a_wrong_number_is_localised_by_how_it_changes_along_the_axes(new, said):
+    found = _finding("score_scale", _model_with("score_scale", "1 / math.sqrt(d_k * var_q * var_k)", new)) or ""
+    assert said in found, found
+    if "from unit" in said:
+        assert "yours changes as the reference's does with d_k=64 (×0.25)" in found, found
+
+
+# --------------------------------------------------------------------------
 # where it runs, what it costs, and what it never changes
 
 

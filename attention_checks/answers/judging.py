@@ -25,7 +25,7 @@ from .. import core, modules as course_modules
 from ..allowlist import ALLOWED_INSTEAD, OUTSIDE
 from ..core import (ALWAYS_FORBIDDEN, DEVICE, NOT_IMPLEMENTED, STRUCTURE_SHARE, TOLERANCES, CheckFailed,
                     PartialCredit, _dtype_name, quiet, tolerance)
-from ..localise import Ladder, decode_ladder
+from ..localise import Call, Ladder, decode_ladder
 from ..published import PUBLISHED, NotPublished
 from ..record import Outcome, decode_outcome, device_name
 from .catalogue import Answer, Mistake, merge_twins, named_mistakes, one_of
@@ -227,6 +227,11 @@ class Quoting:
         """The name of the student's function or method ("LayerNorm.forward") a line is in ("": not shown)."""
         return name
 
+    def arguments(self, data: Any) -> Any:
+        """A recorded call's arguments (``localise.Call.arguments``), which a finding may run again with
+        one change and quote (None: not used)."""
+        return data
+
     def value(self, got: Any) -> str:
         return _short(got)
 
@@ -284,6 +289,19 @@ class Sealed(Quoting):
         # each part defined by a line of the student's own ("class LayerNorm(", "def forward(")
         defined = {re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line) for line in self.own_lines}
         return name if name and set(name.split(".")) <= {match[1] for match in defined if match} else ""
+
+    def arguments(self, data: Any) -> Any:
+        # only arguments whose every number is one of 0 to 9 or their negatives (dims): a pick among a few
+        def small(item: Any) -> bool:
+            if isinstance(item, list):
+                return all(map(small, item))
+            if not isinstance(item, dict) or "float" in item:
+                return item is True  # {"ellipsis": True}
+            if "plain" in item:
+                plain = item["plain"]
+                return plain is None or type(plain) in (bool, int) and abs(plain) <= 9
+            return all(small(value) for key, value in item.items() if key not in ("call", "given", "kind", "item"))
+        return data if small(data) else None
 
     def value(self, got: Any) -> str:
         if got is None or isinstance(got, bool):
@@ -858,8 +876,12 @@ def localised(check: "Check", ladder: Ladder | None, quoting: Quoting = AS_IS) -
     student's own, which the submitted cells hold)."""
     if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
         return None
-    ladder = replace(ladder, calls=[[replace(call, code=quoting.line(call.code), within=quoting.function(call.within))
-                                     for call in calls] for calls in ladder.calls])
+    def quoted(call: Call) -> Call:
+        return replace(call, code=quoting.line(call.code), within=quoting.function(call.within),
+                       arguments=quoting.arguments(call.arguments))
+
+    ladder = replace(ladder, calls=[[quoted(call) for call in calls] for calls in ladder.calls],
+                     failed=[call and quoted(call) for call in ladder.failed])
 
     def at(index: int) -> tuple[Judged, Callable[[], Any]]:
         case = judged(check, check.axes.cases()[index], REFERENCES)

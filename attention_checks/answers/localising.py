@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from ..core import quiet, tolerance
-from ..localise import Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder
+from ..localise import MOST_ITEMS, Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder
 from ..record import Outcome
 
 if TYPE_CHECKING:
@@ -376,8 +376,19 @@ def _same_values(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
                           **tolerance(dtype))
 
 
+def _reference_values(case: "Judged", run_reference: Callable[[], Any]) \
+        -> tuple[list[Call], list[torch.Tensor], list[torch.Tensor]]:
+    """What the reference shows on a case: its steps (the values its calls make that are neither an
+    input nor an output, each of more than one value), its outputs and the case's inputs."""
+    reference = [call for call in reference_calls(run_reference) if varies(call.made)]
+    outputs = [v for v in case.expected.values() if isinstance(v, torch.Tensor)]
+    inputs = [v for v in (*case.x.args.values(), *case.x.kwargs.values()) if isinstance(v, torch.Tensor)]
+    steps = [call for call in reference if not any(_same_values(call.made, v, case.dtype) for v in outputs + inputs)]
+    return steps, outputs, inputs
+
+
 def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judged",
-                            run_reference: Callable[[], Any]) -> str | None:
+                            run_reference: Callable[[], Any], given: Sequence[torch.Tensor] = ()) -> str | None:
     """Where a function's computation leaves the reference's, on one case: the values that each of
     the code's PyTorch calls made (``calls``; ``outcome``: what the code returned) against every
     value the reference computes on the same inputs (its calls, its inputs and its output). A
@@ -385,17 +396,15 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
     made from it is right (another route to the same value: a softmax written out); the first call
     on the way to the output that is neither is where the results leave the reference's, and
     nothing made from it comes back; it is said with the line of code that made it, where the
-    reference shows a step or an earlier call of the code makes one of the reference's values
-    (``_first_line_said``). Where the output itself is one of the reference's earlier values, that
-    is said instead."""
+    reference shows a step, an earlier call of the code makes one of the reference's values, or one
+    change to that call makes them (``_first_line_said``, ``mended``; ``given``: the tensors the
+    calls took that none of them made). Where the output itself is one of the reference's earlier
+    values, that is said instead."""
     output = _output(outcome.value)
     if not calls or not isinstance(output, torch.Tensor):
         return None
     dtype = case.dtype
-    reference = [call for call in reference_calls(run_reference) if varies(call.made)]
-    outputs = [v for v in case.expected.values() if isinstance(v, torch.Tensor)]
-    inputs = [v for v in (*case.x.args.values(), *case.x.kwargs.values()) if isinstance(v, torch.Tensor)]
-    steps = [call for call in reference if not any(_same_values(call.made, v, dtype) for v in outputs + inputs)]
+    steps, outputs, inputs = _reference_values(case, run_reference)
     made_output = [i for i, call in enumerate(calls) if call.made.shape == output.shape
                    and torch.equal(call.made.to(torch.float64), output.to(torch.float64))]
     if not made_output or any(_same_values(output, v, dtype) for v in outputs):
@@ -406,7 +415,33 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
         return (f"your output holds values the reference computes on its way{where}, before its output: the "
                 "reference does more after them.")
     computed = _by_size([call.made for call in steps] + outputs)  # what the reference computes from the inputs
-    return _first_line_said(calls, made_output[-1], computed, _by_size(inputs), dtype, shows_steps=bool(steps))
+    def mend(call: Call) -> str | None:
+        return mended(call, calls, given, computed, dtype)
+
+    def mend_earlier() -> tuple[int, str] | None:  # one change that makes the output the reference's
+        return mended_earlier(calls, given, made_output[-1], lambda t: any(_same_values(t, v, dtype) for v in outputs),
+                              dtype)
+    return _first_line_said(calls, made_output[-1], computed, _by_size(inputs), dtype, bool(steps), mend, mend_earlier)
+
+
+def raised_line_mended(failed: Call, calls: Sequence[Call], given: Sequence[torch.Tensor], case: "Judged",
+                       run_reference: Callable[[], Any]) -> str | None:
+    """Where a case raised in one of the code's PyTorch calls (``failed``: the call, as recorded), and
+    one change to that call lets it run and make values the reference computes on the same case
+    (``mended``): the line, and that change; else None (the case's own report shows where it raised)."""
+    if failed.line <= 0:
+        return None
+    steps, outputs, _ = _reference_values(case, run_reference)
+    computed = _by_size([call.made for call in steps] + outputs)
+    found = mended_earlier([*calls, failed], given, len(calls), lambda t: _known(t, computed, case.dtype), case.dtype)
+    if found is None:
+        return None
+    at, change = found
+    raises = f"{_where(failed)}{_quoted(failed)} raises"
+    if at == len(calls):
+        return f"{raises}; changed in one thing it runs and makes the reference's values: {change}."
+    return (f"{raises}; with one change to {_line_of(calls[at], failed)} it runs and makes the reference's values: "
+            f"{change}.")
 
 
 def _by_size(values: Sequence[torch.Tensor]) -> dict[int, list[torch.Tensor]]:
@@ -417,18 +452,30 @@ def _by_size(values: Sequence[torch.Tensor]) -> dict[int, list[torch.Tensor]]:
     return found
 
 
+def _known(value: torch.Tensor, pool: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype) -> bool:
+    return any(_same_values(value, v, dtype) for v in pool.get(value.numel(), ()))
+
+
+def _line_of(call: Call, said: Call) -> str:
+    """A call's line, after another's has been said: "the same line", or the line with its text."""
+    if call.line == said.line and call.within == said.within:
+        return "the same line"
+    return f"line {call.line}{_quoted(call)}"
+
+
 def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Sequence[torch.Tensor]],
-                     given: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype, shows_steps: bool) -> str | None:
+                     given: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype, shows_steps: bool,
+                     mend: Callable[[Call], str | None] = lambda call: None,
+                     mend_earlier: Callable[[], tuple[int, str] | None] = lambda: None) -> str | None:
     """The first of ``calls`` that the output (made by calls[last]) is made from whose values are not
     the reference's (``computed`` from the inputs, or ``given``: the inputs themselves) and from which
-    nothing that is comes; with the lines before it that made the reference's values, and those that
-    left theirs unchanged. None where no call before it computes one of the reference's values and the
-    reference shows no step either (``shows_steps``; an opaque reference: a first line says nothing)."""
-    def known(value: torch.Tensor, pool: Mapping[int, Sequence[torch.Tensor]]) -> bool:
-        return any(_same_values(value, v, dtype) for v in pool.get(value.numel(), ()))
-
+    nothing that is comes; with the lines before it that made the reference's values, those that
+    left theirs unchanged, and one change to it that makes the reference's values (``mend``). None
+    where no call before it computes one of the reference's values, the reference shows no step
+    either (``shows_steps``) and no change mends it (an opaque reference: a first line says nothing)."""
     informative = [varies(call.made) for call in calls]
-    holds = [informative[i] and (known(call.made, computed) or known(call.made, given)) for i, call in enumerate(calls)]
+    holds = [informative[i] and (_known(call.made, computed, dtype) or _known(call.made, given, dtype))
+             for i, call in enumerate(calls)]
     leads_to_right = list(holds)  # a result from which a right one is made
     for i in reversed(range(len(calls))):
         if leads_to_right[i]:
@@ -439,10 +486,18 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
         if i in needed:
             needed.update(calls[i].takes)
     first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
-    anchored = any(i < first and informative[i] and known(calls[i].made, computed) for i in needed) \
-        if first is not None else False
-    if first is None or calls[first].line <= 0 or not (anchored or shows_steps):
-        return None
+    change = mend(calls[first]) if first is not None and calls[first].line > 0 else None
+    earlier = None if change else mend_earlier()
+    anchored = first is not None and any(i < first and informative[i] and _known(calls[i].made, computed, dtype)
+                                         for i in needed)
+    if first is None or calls[first].line <= 0 or not (anchored or shows_steps or change):
+        # no line can be said to leave the reference's values (its input's values, in their order, are wrong
+        # as an output); one change may still make the output the reference's
+        if earlier is None or calls[earlier[0]].line <= 0:
+            return None
+        at, words = earlier
+        return (f"{_where(calls[at])}{_quoted(calls[at])}, changed in one thing, makes your output the reference's: "
+                f"{words}.")
     before = [i for i in sorted(needed) if i < first and calls[i].line not in (0, calls[first].line)]
     # the lines that left what they took as it was (a scale that is 1 in this case, where the reference's is not)
     unchanged = sorted({calls[i].line for i in before
@@ -453,6 +508,12 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
     right = sorted({calls[i].line for i in before if holds[i]} - set(unchanged) - unsure)
     said = [f"{_where(calls[first])}{_quoted(calls[first])} is the first to make values that the reference never "
             "computes, and nothing made from them comes back to the reference's."]
+    if change:
+        said.append(f"Changed in one thing, it makes the reference's values: {change}.")
+    elif earlier is not None and calls[earlier[0]].line > 0:
+        at, words = earlier
+        said.append(f"With one change to {'it' if at == first else _line_of(calls[at], calls[first])}, your output "
+                    f"is the reference's: {words}.")
     if right:
         said.append(f"Before it, line{'s' * (len(right) > 1)} {_lines(right)} make{'s' * (len(right) == 1)} the "
                     "reference's values.")
@@ -476,6 +537,326 @@ def _quoted(call: Call) -> str:
 def _lines(numbers: Sequence[int]) -> str:
     shown = [str(n) for n in numbers[-3:]]
     return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
+
+
+# --------------------------------------------------------------------------
+# one change that mends a call: the call run again by the grader, changed in one thing
+
+
+# the PyTorch operations the grader runs again, by the name a record gives them: pure functions of
+# small tensors, none that reads or writes anything else or makes a tensor much larger than its inputs
+_RERUN: dict[str, Callable[..., Any]] = {
+    **{name: getattr(torch.Tensor, name) for name in (
+        "sum mean amax amin var std logsumexp prod softmax log_softmax cumsum transpose permute reshape view flatten "
+        "unsqueeze squeeze chunk split unbind max min topk sort narrow matmul mm bmm add sub mul div exp log sqrt rsqrt pow masked_fill "
+        "tril triu __getitem__ __rsub__ __rtruediv__ __radd__ __rmul__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ "
+        "__and__ __or__ __xor__ logical_and logical_or logical_xor").split()},
+    "cat": torch.cat, "stack": torch.stack, "outer": torch.outer, "where": torch.where,
+}
+_LAYOUT = {"transpose", "permute", "reshape", "view", "flatten", "unsqueeze", "squeeze"}  # the values, in another shape
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "std", "logsumexp", "prod"}
+_BATCHED = {"mm": "matmul", "bmm": "matmul"}  # a 2-D (or 3-D) product and the one that batches any leading axes
+_FUNCTIONS = {"cat", "stack", "outer", "where"}  # said as torch.<name>(...), not as a method
+MOST_INTEGER = 4096  # an integer among recorded arguments that is run again (a dim, a size, a slice's bound)
+MOST_MADE = 1 << 16  # entries of what a changed call may make
+
+
+class _Malformed(ValueError):
+    """A recorded argument that is not what ``CallRecorder._argument`` writes."""
+
+
+def _rebuilt(data: Any, made: Sequence[torch.Tensor], given: Sequence[torch.Tensor], depth: int = 0) -> Any:
+    """A recorded argument as the value it was: a tensor from the call that made it or from the
+    given ones, plain numbers, slices, Ellipsis and short sequences of them; _Malformed otherwise."""
+    if not isinstance(data, dict) or len(data) > 2 or depth > 4:
+        raise _Malformed
+    if "call" in data or "given" in data:
+        index, pool = (data["call"], made) if "call" in data else (data["given"], given)
+        if not isinstance(index, int) or not 0 <= index < len(pool):
+            raise _Malformed
+        return pool[index]
+    if "plain" in data:
+        value = data["plain"]
+        if isinstance(value, str) and len(value) > 20 or not isinstance(value, (bool, int, str, type(None))) \
+                or isinstance(value, int) and abs(value) > MOST_INTEGER:
+            raise _Malformed
+        return value
+    if "float" in data:
+        return float(str(data["float"])[:40])
+    if data.get("ellipsis") is True:
+        return Ellipsis
+    if isinstance(data.get("slice"), list) and len(data["slice"]) == 3:
+        parts = [_rebuilt(part, made, given, depth + 1) for part in data["slice"]]
+        if not all(part is None or type(part) is int for part in parts):
+            raise _Malformed
+        return slice(*parts)
+    if isinstance(data.get("sequence"), list) and len(data["sequence"]) <= MOST_ITEMS:
+        items = [_rebuilt(item, made, given, depth + 1) for item in data["sequence"]]
+        return tuple(items) if data.get("kind") == "tuple" else items
+    raise _Malformed
+
+
+def _arguments(call: Call, made: Sequence[torch.Tensor], given: Sequence[torch.Tensor]) -> tuple[list, dict] | None:
+    """A recorded call's arguments rebuilt (``made``: what each earlier call made), or None where the
+    call is not one the grader runs again or its arguments are not the data the recorder writes."""
+    data = call.arguments
+    if call.what not in _RERUN or not isinstance(data, dict) or set(data) - {"item"} != {"args", "kwargs"} \
+            or not isinstance(data["args"], list) or not isinstance(data["kwargs"], dict) \
+            or len(data["args"]) > MOST_ITEMS or len(data["kwargs"]) > MOST_ITEMS:
+        return None
+    try:
+        return ([_rebuilt(item, made, given) for item in data["args"]],
+                {str(key): _rebuilt(item, made, given) for key, item in data["kwargs"].items() if str(key).isidentifier()})
+    except (_Malformed, ValueError, TypeError, RecursionError):
+        return None
+
+
+def _item(call: Call) -> int | None:
+    """Which of the tensors a call made it is, for a call that made several (chunk, max along a dim)."""
+    item = call.arguments.get("item") if isinstance(call.arguments, dict) else None
+    return item if type(item) is int and 0 <= item < MOST_ITEMS * MOST_ITEMS else None
+
+
+def _run(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], item: int | None = None) -> torch.Tensor | None:
+    """One of the operations the grader runs again (``_RERUN``; ``item``: which of the tensors it makes,
+    where it makes several), or None where it raises or makes anything but a tensor of at most
+    MOST_MADE entries."""
+    def on_meta(value: Any) -> Any:  # the same call on tensors that hold no memory: its size, before it runs
+        if isinstance(value, torch.Tensor):
+            return value.to("meta")
+        return type(value)(on_meta(item) for item in value) if isinstance(value, (tuple, list)) else value
+    try:
+        with quiet(), torch.no_grad():
+            shaped = _picked(_RERUN[name](*on_meta(list(args)), **{key: on_meta(v) for key, v in kwargs.items()}), item)
+            if not isinstance(shaped, torch.Tensor) or shaped.numel() > MOST_MADE:
+                return None  # an outer product of two long vectors, an index that gathers a large tensor
+            made = _picked(_RERUN[name](*args, **kwargs), item)
+    except Exception:  # noqa: BLE001 - that change does not run
+        return None
+    return made if isinstance(made, torch.Tensor) and made.numel() <= MOST_MADE else None
+
+
+def _picked(made: Any, item: int | None) -> Any:
+    if item is None:
+        return made
+    return made[item] if isinstance(made, (tuple, list)) and item < len(made) else None
+
+
+def _said(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """A call as code, its tensors left out: `.transpose(1, 2)`, `[..., 0:4]`, `torch.cat([…, …], dim=2)`."""
+    def value(v: Any) -> str:
+        if isinstance(v, torch.Tensor):
+            return "…"
+        if isinstance(v, slice):
+            bounds = ["" if part is None else str(part) for part in (v.start, v.stop)]
+            return ":".join(bounds + ([str(v.step)] if v.step is not None else []))
+        if v is Ellipsis:
+            return "..."
+        if isinstance(v, tuple):
+            return "(" + ", ".join(map(value, v)) + ("," if len(v) == 1 else "") + ")"
+        if isinstance(v, list):
+            return "[" + ", ".join(map(value, v)) + "]"
+        return repr(v)
+    if name == "__getitem__" and len(args) == 2:
+        index = args[1]
+        return "[" + (", ".join(map(value, index)) if isinstance(index, tuple) else value(index)) + "]"
+    method = name not in _FUNCTIONS and args and isinstance(args[0], torch.Tensor)
+    shown = [value(v) for v in (args[1:] if method else args)] + [f"{k}={value(v)}" for k, v in kwargs.items()]
+    return f"{'.' if method else 'torch.'}{name}({', '.join(shown)})"
+
+
+def _integers(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, int]]:
+    """The integers among a call's arguments (not booleans), each with where it lies."""
+    if type(value) is int:
+        yield path, value
+    elif isinstance(value, slice):
+        for k, part in enumerate((value.start, value.stop, value.step)):
+            yield from _integers(part, path + (k,))
+    elif isinstance(value, (tuple, list)):
+        for k, item in enumerate(value):
+            yield from _integers(item, path + (k,))
+
+
+def _replaced(value: Any, path: tuple, new: Any) -> Any:
+    if not path:
+        return new
+    k, rest = path[0], path[1:]
+    if isinstance(value, slice):
+        parts = [value.start, value.stop, value.step]
+        parts[k] = _replaced(parts[k], rest, new)
+        return slice(*parts)
+    items = list(value)
+    items[k] = _replaced(items[k], rest, new)
+    return tuple(items) if isinstance(value, tuple) else items
+
+
+_ORDINAL = ("first", "second", "third", "fourth")
+
+
+def _variants(name: str, args: list, kwargs: dict) -> Iterator[tuple[str, str, list, dict]]:
+    """The call changed in one thing, with words for the change: an integer among its arguments
+    (a dim, a size, a slice's bound) one more, one less or another axis; two axes of a permute in
+    each other's place; keepdim=True for a
+    reduction; the product that batches for mm/bmm; its two tensor operands in the other order,
+    or one of them transposed in its last two axes, or given an axis of size 1 at its end, or a
+    pair of tensors (max's values and indices) in place of one, replaced by its first."""
+    before = f"`{_said(name, args, kwargs)}`"
+    rank = max((a.dim() for a in _tensors(args, kwargs)), default=0) + 1
+    keys = [("args", k) for k in range(len(args))] + [("kwargs", k) for k in kwargs]
+
+    def get(key: tuple) -> Any:
+        return args[key[1]] if key[0] == "args" else kwargs[key[1]]
+
+    def put(key: tuple, value: Any) -> tuple[list, dict]:
+        a, k = list(args), dict(kwargs)
+        if key[0] == "args":
+            a[key[1]] = value
+        else:
+            k[key[1]] = value
+        return a, k
+
+    def changed(new_name: str, a: list, k: dict) -> tuple[str, str, list, dict]:
+        return f"`{_said(new_name, a, k)}` in place of {before}", new_name, a, k
+
+    for key in keys:
+        for path, number in _integers(get(key)):
+            others = [number + 1, number - 1] + sorted(range(-rank, rank), key=lambda n: (abs(n - number), n))
+            for other in dict.fromkeys(n for n in others if n != number and abs(n) <= MOST_INTEGER):
+                a, k = put(key, _replaced(get(key), path, other))
+                if name == "transpose" and len(a) == 3 and _same_axis(a[1], a[2], rank - 1):
+                    continue  # a transpose of an axis with itself is no change of the code's to suggest
+                yield changed(name, a, k)
+    if name == "permute":  # two axes of a permutation in each other's place (one change, read as code)
+        order = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else tuple(args[1:])
+        for i in range(len(order)):
+            for j in range(i + 1, len(order)):
+                swapped = list(order)
+                swapped[i], swapped[j] = order[j], order[i]
+                yield changed(name, [args[0], *swapped] if len(args) > 2 else [args[0], type(order)(swapped)], kwargs)
+    if name in _REDUCTIONS and kwargs.get("keepdim") is not True and len(args) <= 2:
+        yield changed(name, args, {**kwargs, "keepdim": True})
+    if name in _BATCHED:
+        yield changed(_BATCHED[name], args, kwargs)
+    operands = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    if len(operands) == 2 and name not in {"masked_fill", "where"}:
+        i, j = operands
+        swapped = list(args)
+        swapped[i], swapped[j] = args[j], args[i]
+        yield f"{before} with its two operands in the other order", name, swapped, kwargs
+    for place, k in enumerate(operands[:len(_ORDINAL)]):
+        which = f"its {_ORDINAL[place]} operand" if len(operands) > 1 else "its input"
+        if len(operands) > 1:
+            yield (f"{before} with {which} given an axis of size 1 at its end (`[..., None]`, the axis that "
+                   "keepdim=True keeps)", name, *put(("args", k), args[k].unsqueeze(-1)))
+        if args[k].dim() >= 2:
+            yield (f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)", name,
+                   *put(("args", k), args[k].transpose(-2, -1)))
+    for k, a in enumerate(args):
+        if isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a) and k > 0:
+            yield (f"{before} with the first of the pair it is given (of a `max` or `min` along a dim, which "
+                   "gives (values, indices): `.values`)", name, *put(("args", k), a[0]))
+
+
+def _same_axis(a: Any, b: Any, rank: int) -> bool:
+    return type(a) is int and type(b) is int and a % max(rank, 1) == b % max(rank, 1)
+
+
+def _tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Iterator[torch.Tensor]:
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            yield from (item for item in value if isinstance(item, torch.Tensor))
+
+
+def _changes(call: Call, made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
+             dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor, tuple[str, list, dict]]]:
+    """Each change to a recorded call (``_variants``) that runs and makes something else than the call
+    made (another shape counts: it changes what later calls make), of more than one value, with
+    what it makes and the changed call (its operation and arguments)."""
+    rebuilt = _arguments(call, made, given)
+    if rebuilt is None:
+        return
+    given_first = rebuilt[0][0] if rebuilt[0] and isinstance(rebuilt[0][0], torch.Tensor) else None
+    moves = given_first is not None and not _same_values(call.made, given_first, dtype)  # a layout call that moves values
+    for words, name, a, k in _variants(call.what, *rebuilt):
+        out = _run(name, a, k, _item(call))
+        if out is None or not varies(out) or out.shape == call.made.shape and torch.equal(out, call.made):
+            continue
+        if name in _LAYOUT and moves and _same_values(out, given_first, dtype):
+            continue  # a layout call changed into one that moves nothing (a transpose of an axis of size 1): no change
+        yield words, out, (name, a, k)
+
+
+def mended(call: Call, calls: Sequence[Call], given: Sequence[torch.Tensor],
+           computed: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype) -> str | None:
+    """One change to a recorded call (``_variants``) after which it makes values the reference
+    computes (``computed``), found by running it again, in words; None where no change does, or
+    where the call cannot be run again (an operation the grader does not rerun, arguments that
+    were not recorded as data). ``calls``, ``given``: what the call's recorded arguments refer to."""
+    made = [c.made for c in calls]
+    return next((words for words, out, _ in _changes(call, made, given, dtype) if _known(out, computed, dtype)),
+                None)
+
+
+MOST_RERUNS = 2000  # operations run again to find one change, earlier in the code, that mends a later result
+
+
+def _replayed(calls: Sequence[Call], given: Sequence[torch.Tensor], changed: Mapping[int, torch.Tensor],
+              end: int) -> torch.Tensor | None:
+    """What ``calls[end]`` makes once the calls in ``changed`` make what it maps them to: every call
+    after them that takes one of them, directly or through another, run again (``_run``); None
+    where one of them cannot be."""
+    made = [call.made for call in calls]
+    for index, value in changed.items():
+        made[index] = value
+    touched = set(changed)
+    for j in range(min(changed) + 1, end + 1):
+        if j in touched or touched.isdisjoint(calls[j].takes):
+            continue
+        rebuilt = _arguments(calls[j], made, given)
+        out = rebuilt and _run(calls[j].what, *rebuilt, _item(calls[j]))
+        if out is None:
+            return None
+        made[j] = out
+        touched.add(j)
+    return made[end] if end in touched else None
+
+
+def _siblings(calls: Sequence[Call], i: int) -> list[int]:
+    """The calls that one call made together with calls[i] (each chunk of a chunk), calls[i] included."""
+    def same(j: int) -> bool:
+        a, b = calls[i].arguments, calls[j].arguments
+        return isinstance(a, dict) and isinstance(b, dict) and calls[j].what == calls[i].what \
+            and calls[j].line == calls[i].line and {**a, "item": 0} == {**b, "item": 0} and _item(calls[j]) is not None
+    if _item(calls[i]) is None:
+        return [i]
+    start = i - _item(calls[i])
+    return [j for j in range(max(start, 0), len(calls)) if same(j) and _item(calls[j]) == j - start]
+
+
+def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: int, right: Callable[[torch.Tensor], bool],
+                   dtype: torch.dtype) -> tuple[int, str] | None:
+    """The first of the calls that ``calls[end]`` is made from (itself included) and one change to
+    it after which ``calls[end]``, the calls between them run again, makes a value that is
+    ``right``: (its index, the change in words); None where none does within MOST_RERUNS."""
+    needed = {end}
+    for i in reversed(range(end + 1)):
+        if i in needed:
+            needed.update(calls[i].takes)
+    made, budget = [call.made for call in calls], MOST_RERUNS
+    for i in sorted(needed):
+        for words, out, (name, a, k) in _changes(calls[i], made, given, dtype):
+            budget -= 1 + end - i
+            if budget < 0:
+                return None
+            changed = {j: out if j == i else _run(name, a, k, _item(calls[j])) for j in _siblings(calls, i)}
+            if any(value is None for value in changed.values()):
+                continue
+            result = out if i == end else _replayed(calls, given, changed, end)
+            if result is not None and right(result):
+                return i, words
+    return None
 
 
 # --------------------------------------------------------------------------
@@ -671,6 +1052,62 @@ def _number(c: float) -> str:
     return f"{c:.3g}" if f"{c:.3g}" != "1" else f"{c:.6g}"
 
 
+# --------------------------------------------------------------------------
+# a number: how it changes from one rung to the next, against how the reference's does
+
+
+def _real(value: Any) -> float | None:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def numbers_finding(axes: Axes, rungs: Sequence["Rung | None"]) -> str | None:
+    """Where an output is one number: the same number on every localising case while the reference's
+    changes (said with it), or, along each axis, how the number changes from the rung below to the
+    rung (the ratio of the two) against how the reference's does: the axes where the two ratios
+    differ, said with both, and those where they agree. None where no axis tells them apart, or a
+    case raised or gave no number."""
+    if not rungs or any(rung is None for rung in rungs) or len(rungs) != len(axes.cases()):
+        return None
+    words = _rung_words(axes)
+    for name in rungs[0].expected:
+        got, expected = [_real(rung.got.get(name)) for rung in rungs], [_real(rung.expected[name]) for rung in rungs]
+        if any(value is None for value in got + expected) or all(rung.right for rung in rungs):
+            continue
+        if len(set(got)) == 1 and len(set(expected)) > 1:
+            return (f"your {name} is {_plain(got[0])} in every one of them, whatever the case; the reference's "
+                    f"changes ({_plain(expected[0])} in the simplest, {_plain(expected[-1])} with {words[-1]}).")
+        differ, agree = [], []
+        for axis in axes.axes:
+            below = 0
+            for index, step in axes.numbered(axis):
+                pair = (got[below], got[index], expected[below], expected[index])
+                if 0 not in pair:
+                    theirs, yours = pair[3] / pair[2], pair[1] / pair[0]
+                    lower = words[below] if below else axis.said
+                    if math.isclose(theirs, yours, rel_tol=1e-6):
+                        agree.append(f"{step.said} (×{_plain(theirs)})")
+                    else:
+                        differ.append(f"from {lower} to {step.said}, the reference's {name} changes ×{_plain(theirs)} "
+                                      f"and yours ×{_plain(yours)} (look at {axis.where})")
+                    break
+                below = index
+        if differ and agree:
+            return (f"{'; '.join(differ[:MOST_FINDINGS])}; yours changes as the reference's does with "
+                    f"{', '.join(agree[:3])}.")
+        factors = {round(g / e, 9) for g, e in zip(got, expected) if e != 0}
+        if not differ and len(factors) == 1 and 0 not in expected and factors != {1.0}:
+            return f"your {name} is the reference's times {_number(factors.pop())} in every one of them."
+    return None
+
+
+def _plain(x: float) -> str:
+    return f"{x:.4g}"
+
+
 def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], at: At | None = None) -> str | None:
     """What the ladder shows, in words (``rungs``: what each case that ran gave, None where it
     raised; ``at``: a case as the judge sees it, with the reference on it): where the base case is
@@ -679,12 +1116,16 @@ def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], at: At |
     other code, the first line that leaves the reference's values (``traced``); then the first
     rungs along the axes where the verdict changes, and where in the output the first wrong case
     differs; where every case is wrong in shape, how an output's shape differs from the
-    reference's on every one."""
+    reference's on every one; where an output is a number, how it changes along the axes
+    (``numbers_finding``)."""
     verdicts = [rung is not None and rung.right for rung in rungs]
     if verdicts and not any(verdicts) and len(rungs) == len(axes.cases()) and all(rungs):
         shaped = shape_finding(axes, rungs)
         if shaped:
             return LEAD + shaped
+    numbers = numbers_finding(axes, rungs) if verdicts and verdicts[0] is False else None
+    if numbers:  # a number wrong from the simplest case on: how it changes, where no verdict changes
+        return LEAD + numbers
     where = factor_finding(axes, rungs, verdicts) or where_it_differs(axes, rungs, verdicts)
     found = _finding_from_verdicts(axes, ladder, verdicts, at)
     if found and where:
@@ -717,11 +1158,14 @@ def traced(axes: Axes, ladder: Ladder, verdicts: Sequence[bool | None], at: At) 
     rung where the mistake shows; a later one where the reference shows no step in the first: one
     feature, where scaling by 1/sqrt(1) changes nothing)."""
     wrong = [i for i, right in enumerate(verdicts) if right is False and i < len(ladder.calls)
-             and ladder.outcomes[i].error is None]
+             and (ladder.outcomes[i].error is None or i < len(ladder.failed) and ladder.failed[i] is not None)]
     words = _rung_words(axes)
     for index in wrong:
         case, run_reference = at(index)
-        found = first_call_that_differs(ladder.calls[index], ladder.outcomes[index], case, run_reference)
+        calls, given = ladder.calls[index], ladder.given[index] if index < len(ladder.given) else []
+        failed = ladder.failed[index] if ladder.outcomes[index].error is not None else None
+        found = raised_line_mended(failed, calls, given, case, run_reference) if failed is not None else \
+            first_call_that_differs(calls, ladder.outcomes[index], case, run_reference, given)
         if found:
             lead = (STEP_BY_STEP if index == 0 else
                     f"{'The first case' if index == wrong[0] else 'A case'} it gets wrong ({words[index]}), step by "
