@@ -262,6 +262,9 @@ def print_report(found: list[Verdict], table: dict[str, dict[str, int]]) -> None
         print("  ".join(cell.ljust(w) if j == 0 else cell.rjust(w) for j, (cell, w) in enumerate(zip(line, widths))))
         if i == 0 or i == len(lines) - 2:
             print("  ".join("-" * w for w in widths))
+    every = table["all"]
+    print(f"named, or quoting a line the mistake changed (+line): "
+          f"{share(every['NAMED'] + every['+line'], every['mistakes'])}")
     for v in found:
         for line in v.accusations + v.wrong_hints:
             print(f"wrong hint: {v.assignment}/{v.name} ({v.kind}): {line[:300]}")

@@ -575,7 +575,7 @@ def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
                                                                          "`.permute(0, 2, 3, 1)`"),
     # the product that batches, where a raising one is used (said with the line that raised)
     ("project_qkv", "k = x @ w_k", "k = torch.bmm(x, w_k)", "raises; changed in one thing it runs and makes the "
-                                                          "reference's values: `.matmul(…)` in place of `.bmm(…)`"),
+                                                          "reference's values: `… @ …` in place of `.bmm(…)`"),
 ])
 def test_one_change_that_mends_the_first_line_is_found_by_running_it_again(name, old, new, said):
     found = _finding(name, _model_with(name, old, new)) or ""
@@ -608,10 +608,27 @@ def _split_stacked_after_positions(x, num_heads):
     return torch.stack(x.split(x.size(-1) // num_heads, dim=-1), dim=2)
 
 
+def _padding_from_pad_id_up(tokens, pad_id=0):
+    return tokens >= pad_id
+
+
+def _padding_of_the_last_sentence(tokens, pad_id=0):
+    return tokens[-1] == pad_id
+
+
+def _causal_below_the_diagonal(size):
+    return torch.ones(size, size, dtype=torch.bool).tril(diagonal=1)
+
+
 @pytest.mark.parametrize("name, student, said", [
     # a call that makes several tensors (unbind): changed, it changes each of them
     ("merge_heads", _merge_unbinding_positions, "`.unbind(dim=1)` in place of `.unbind(dim=2)`"),
     ("split_heads", _split_stacked_after_positions, "`torch.stack((…, …), dim=1)` in place of `torch.stack((…, …), dim=2)`"),
+    # an operation one sign or word away, said as the operator that wrote it
+    ("padding_mask", _padding_from_pad_id_up, "`… == 0` in place of `… >= 0`"),
+    ("causal_mask", _causal_below_the_diagonal, "`.triu(diagonal=1)` in place of `.tril(diagonal=1)`"),
+    # an index that takes one entry of an axis, where the whole axis is meant (said before the shape's finding)
+    ("padding_mask", _padding_of_the_last_sentence, "`[:]` in place of `[-1]`"),
 ])
 def test_one_change_is_found_where_no_line_can_be_said_to_leave_the_references_values(name, student, said):
     """A one-line function whose reference shows no step: no line can be said to be the first that
@@ -627,7 +644,7 @@ def test_no_change_is_said_where_none_mends_the_line():
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() + 0.5")) or ""
     assert "(`exps = shifted.exp() + 0.5" in found and "reference's values: " not in found, found
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()")) or ""
-    assert "Changed in one thing, it makes the reference's values: `.mul(1)` in place of `.mul(2)`." in found, found
+    assert "Changed in one thing, it makes the reference's values: `… * 1` in place of `… * 2`." in found, found
 
 
 def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
@@ -654,6 +671,8 @@ def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
     long = torch.ones(localise.CallRecorder.MOST_ELEMENTS)  # within a record's bound, and its outer product is not
     assert localising._run("outer", [long, long], {}) is None
     assert localising._run("outer", [long[:3], long[:2]], {}).shape == (3, 2)
+    assert localising._run("add", [long[:, None], long[None, :]], {}) is None  # a column broadcast against a row
+    assert localising._run("__getitem__", [long, long.long()], {}) is None  # an index that gathers
     sealed = judging.Sealed(_model_source("merge_heads").splitlines())
     small = {"args": [{"given": 0}, {"plain": 1}, {"slice": [{"plain": None}, {"plain": -2}, {"plain": None}]}],
              "kwargs": {"dim": {"plain": 9}}}

@@ -29,6 +29,7 @@ A finding says where the outputs go wrong, never why: it holds for mistakes nobo
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -544,18 +545,33 @@ def _lines(numbers: Sequence[int]) -> str:
 
 
 # the PyTorch operations the grader runs again, by the name a record gives them: pure functions of
-# small tensors, none that reads or writes anything else or makes a tensor much larger than its inputs
+# small tensors, none that reads or writes anything else (what each makes is bounded before it runs: ``_run``)
 _RERUN: dict[str, Callable[..., Any]] = {
     **{name: getattr(torch.Tensor, name) for name in (
         "sum mean amax amin var std logsumexp prod softmax log_softmax cumsum transpose permute reshape view flatten "
         "unsqueeze squeeze chunk split unbind max min topk sort narrow matmul mm bmm add sub mul div exp log sqrt rsqrt pow masked_fill "
         "tril triu __getitem__ __rsub__ __rtruediv__ __radd__ __rmul__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ "
-        "__and__ __or__ __xor__ logical_and logical_or logical_xor").split()},
+        "__and__ __or__ __xor__ logical_and logical_or logical_xor lt le gt ge eq ne __invert__ __rdiv__ neg "
+        "logical_not argmax argmin gather roll flip clamp abs sin cos tanh relu sigmoid").split()},
     "cat": torch.cat, "stack": torch.stack, "outer": torch.outer, "where": torch.where,
 }
 _LAYOUT = {"transpose", "permute", "reshape", "view", "flatten", "unsqueeze", "squeeze"}  # the values, in another shape
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "std", "logsumexp", "prod"}
-_BATCHED = {"mm": "matmul", "bmm": "matmul"}  # a 2-D (or 3-D) product and the one that batches any leading axes
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")  # == first: the one a mask most often means
+# an operation one word or sign away from another, each tried in its place: the comparisons, + and -, * and /,
+# sum and mean, the largest and the smallest, below and above the diagonal; the product that batches any
+# leading axes for mm (2-D) and bmm (3-D)
+_SIBLINGS = {
+    **{op: [other for other in _COMPARISONS if other != op] for op in _COMPARISONS},
+    "__eq__": [op for op in _COMPARISONS if op != "eq"], "__ne__": [op for op in _COMPARISONS if op != "ne"],
+    "add": ["sub"], "sub": ["add"], "mul": ["div"], "div": ["mul"], "sum": ["mean"], "mean": ["sum"],
+    "amax": ["amin"], "amin": ["amax"], "argmax": ["argmin"], "argmin": ["argmax"], "tril": ["triu"],
+    "triu": ["tril"], "sin": ["cos"], "cos": ["sin"], "mm": ["matmul"], "bmm": ["matmul"],
+}
+# operations said as the operator that wrote them: `… <= 5`
+_OPERATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "__eq__": "==", "ne": "!=", "__ne__": "!=",
+              "add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "__and__": "&", "__or__": "|",
+              "__xor__": "^"}
 _FUNCTIONS = {"cat", "stack", "outer", "where"}  # said as torch.<name>(...), not as a method
 MOST_INTEGER = 4096  # an integer among recorded arguments that is run again (a dim, a size, a slice's bound)
 MOST_MADE = 1 << 16  # entries of what a changed call may make
@@ -621,19 +637,48 @@ def _run(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], item: int | 
     """One of the operations the grader runs again (``_RERUN``; ``item``: which of the tensors it makes,
     where it makes several), or None where it raises or makes anything but a tensor of at most
     MOST_MADE entries."""
-    def on_meta(value: Any) -> Any:  # the same call on tensors that hold no memory: its size, before it runs
-        if isinstance(value, torch.Tensor):
-            return value.to("meta")
-        return type(value)(on_meta(item) for item in value) if isinstance(value, (tuple, list)) else value
+    if _largest_made(name, args, kwargs) > MOST_MADE:
+        return None  # an outer product of two long vectors, a broadcast of a column against a row
     try:
         with quiet(), torch.no_grad():
-            shaped = _picked(_RERUN[name](*on_meta(list(args)), **{key: on_meta(v) for key, v in kwargs.items()}), item)
-            if not isinstance(shaped, torch.Tensor) or shaped.numel() > MOST_MADE:
-                return None  # an outer product of two long vectors, an index that gathers a large tensor
             made = _picked(_RERUN[name](*args, **kwargs), item)
     except Exception:  # noqa: BLE001 - that change does not run
         return None
     return made if isinstance(made, torch.Tensor) and made.numel() <= MOST_MADE else None
+
+
+def _largest_made(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
+    """At least as many entries as one of the operations in ``_RERUN`` makes from these arguments,
+    from their shapes alone (before it runs): a product's batch and outer sizes, the tensors joined
+    by cat or stack, the broadcast of an elementwise operation's operands; an index that is a
+    tensor (which may gather any number) counts as too many."""
+    tensors = list(_tensors(args, kwargs))
+    if not tensors:
+        return 0
+    if name == "__getitem__" and len(tensors) > 1:
+        return MOST_MADE + 1
+    if name in ("matmul", "mm", "bmm") and len(tensors) == 2 and min(t.dim() for t in tensors) >= 2:
+        a, b = tensors
+        batch = _broadcast([a.shape[:-2], b.shape[:-2]])
+        return 0 if batch is None else math.prod(batch) * a.shape[-2] * b.shape[-1]  # 0: it raises when it runs
+    if name in ("outer", "cat", "stack"):
+        return math.prod(t.numel() for t in tensors) if name == "outer" else sum(t.numel() for t in tensors)
+    broadcast = _broadcast([t.shape for t in tensors])
+    if broadcast is None:  # operands that do not broadcast (gather's index): what it makes is no larger than them
+        return sum(t.numel() for t in tensors)
+    return max(math.prod(broadcast), *(t.numel() for t in tensors))
+
+
+def _broadcast(shapes: Sequence[Sequence[int]]) -> list[int] | None:
+    """The shape that shapes broadcast to, or None where they do not (torch.broadcast_shapes imports
+    the symbolic-shape machinery, a second's start for a grader's process)."""
+    found: list[int] = []
+    for sizes in itertools.zip_longest(*(reversed(tuple(shape)) for shape in shapes), fillvalue=1):
+        wide = {n for n in sizes if n != 1}
+        if len(wide) > 1:
+            return None
+        found.insert(0, wide.pop() if wide else 1)
+    return found
 
 
 def _picked(made: Any, item: int | None) -> Any:
@@ -657,6 +702,8 @@ def _said(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
         if isinstance(v, list):
             return "[" + ", ".join(map(value, v)) + "]"
         return repr(v)
+    if name in _OPERATORS and len(args) == 2 and not kwargs and isinstance(args[0], torch.Tensor):
+        return f"… {_OPERATORS[name]} {value(args[1])}"
     if name == "__getitem__" and len(args) == 2:
         index = args[1]
         return "[" + (", ".join(map(value, index)) if isinstance(index, tuple) else value(index)) + "]"
@@ -693,13 +740,15 @@ def _replaced(value: Any, path: tuple, new: Any) -> Any:
 _ORDINAL = ("first", "second", "third", "fourth")
 
 
-def _variants(name: str, args: list, kwargs: dict) -> Iterator[tuple[str, str, list, dict]]:
+def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = frozenset()) \
+        -> Iterator[tuple[str, str, list, dict]]:
     """The call changed in one thing, with words for the change: an integer among its arguments
     (a dim, a size, a slice's bound) one more, one less or another axis; two axes of a permute in
-    each other's place; keepdim=True for a
-    reduction; the product that batches for mm/bmm; its two tensor operands in the other order,
-    or one of them transposed in its last two axes, or given an axis of size 1 at its end, or a
-    pair of tensors (max's values and indices) in place of one, replaced by its first."""
+    each other's place; an integer index taking the whole axis (``[:]`` for ``[0]``); an operation
+    one word or sign away (``_SIBLINGS``); keepdim=True for a
+    reduction; its two tensor operands in the other order, or one of them transposed in its last
+    two axes, or given an axis of size 1 at its end, or a pair of tensors (max's values and
+    indices) in place of one, replaced by its first."""
     before = f"`{_said(name, args, kwargs)}`"
     rank = max((a.dim() for a in _tensors(args, kwargs)), default=0) + 1
     keys = [("args", k) for k in range(len(args))] + [("kwargs", k) for k in kwargs]
@@ -726,6 +775,12 @@ def _variants(name: str, args: list, kwargs: dict) -> Iterator[tuple[str, str, l
                 if name == "transpose" and len(a) == 3 and _same_axis(a[1], a[2], rank - 1):
                     continue  # a transpose of an axis with itself is no change of the code's to suggest
                 yield changed(name, a, k)
+    if name == "__getitem__" and len(args) == 2:  # an index that takes one entry of an axis, taking all of it
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        for k, part in enumerate(index):
+            if type(part) is int:
+                whole = index[:k] + (slice(None),) + index[k + 1:]
+                yield changed(name, [args[0], whole if isinstance(args[1], tuple) else whole[0]], kwargs)
     if name == "permute":  # two axes of a permutation in each other's place (one change, read as code)
         order = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else tuple(args[1:])
         for i in range(len(order)):
@@ -735,8 +790,8 @@ def _variants(name: str, args: list, kwargs: dict) -> Iterator[tuple[str, str, l
                 yield changed(name, [args[0], *swapped] if len(args) > 2 else [args[0], type(order)(swapped)], kwargs)
     if name in _REDUCTIONS and kwargs.get("keepdim") is not True and len(args) <= 2:
         yield changed(name, args, {**kwargs, "keepdim": True})
-    if name in _BATCHED:
-        yield changed(_BATCHED[name], args, kwargs)
+    for sibling in _SIBLINGS.get(name, ()):
+        yield changed(sibling, args, kwargs)
     operands = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
     if len(operands) == 2 and name not in {"masked_fill", "where"}:
         i, j = operands
@@ -745,9 +800,10 @@ def _variants(name: str, args: list, kwargs: dict) -> Iterator[tuple[str, str, l
         yield f"{before} with its two operands in the other order", name, swapped, kwargs
     for place, k in enumerate(operands[:len(_ORDINAL)]):
         which = f"its {_ORDINAL[place]} operand" if len(operands) > 1 else "its input"
-        if len(operands) > 1:
-            yield (f"{before} with {which} given an axis of size 1 at its end (`[..., None]`, the axis that "
-                   "keepdim=True keeps)", name, *put(("args", k), args[k].unsqueeze(-1)))
+        if len(operands) > 1:  # an operand that a reduction made (``reduced``): the axis keepdim=True keeps
+            kept = ", the axis that keepdim=True keeps" if k in reduced else ""
+            yield (f"{before} with {which} given an axis of size 1 at its end (`[..., None]`{kept})", name,
+                   *put(("args", k), args[k].unsqueeze(-1)))
         if args[k].dim() >= 2:
             yield (f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)", name,
                    *put(("args", k), args[k].transpose(-2, -1)))
@@ -769,17 +825,21 @@ def _tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Iterator[torch.T
             yield from (item for item in value if isinstance(item, torch.Tensor))
 
 
-def _changes(call: Call, made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
+def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
              dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor, tuple[str, list, dict]]]:
     """Each change to a recorded call (``_variants``) that runs and makes something else than the call
     made (another shape counts: it changes what later calls make), of more than one value, with
-    what it makes and the changed call (its operation and arguments)."""
+    what it makes and the changed call (its operation and arguments). ``calls``: the calls its
+    arguments refer to; ``made``: what each made."""
     rebuilt = _arguments(call, made, given)
     if rebuilt is None:
         return
+    reduced = frozenset(k for k, item in enumerate(call.arguments["args"])
+                        if isinstance(item, dict) and type(item.get("call")) is int
+                        and 0 <= item["call"] < len(calls) and calls[item["call"]].what in _REDUCTIONS)
     given_first = rebuilt[0][0] if rebuilt[0] and isinstance(rebuilt[0][0], torch.Tensor) else None
     moves = given_first is not None and not _same_values(call.made, given_first, dtype)  # a layout call that moves values
-    for words, name, a, k in _variants(call.what, *rebuilt):
+    for words, name, a, k in _variants(call.what, *rebuilt, reduced):
         out = _run(name, a, k, _item(call))
         if out is None or not varies(out) or out.shape == call.made.shape and torch.equal(out, call.made):
             continue
@@ -795,7 +855,7 @@ def mended(call: Call, calls: Sequence[Call], given: Sequence[torch.Tensor],
     where the call cannot be run again (an operation the grader does not rerun, arguments that
     were not recorded as data). ``calls``, ``given``: what the call's recorded arguments refer to."""
     made = [c.made for c in calls]
-    return next((words for words, out, _ in _changes(call, made, given, dtype) if _known(out, computed, dtype)),
+    return next((words for words, out, _ in _changes(call, calls, made, given, dtype) if _known(out, computed, dtype)),
                 None)
 
 
@@ -846,7 +906,7 @@ def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: in
             needed.update(calls[i].takes)
     made, budget = [call.made for call in calls], MOST_RERUNS
     for i in sorted(needed):
-        for words, out, (name, a, k) in _changes(calls[i], made, given, dtype):
+        for words, out, (name, a, k) in _changes(calls[i], calls, made, given, dtype):
             budget -= 1 + end - i
             if budget < 0:
                 return None
@@ -1121,8 +1181,9 @@ def finding(axes: Axes, ladder: Ladder, rungs: Sequence["Rung | None"], at: At |
     verdicts = [rung is not None and rung.right for rung in rungs]
     if verdicts and not any(verdicts) and len(rungs) == len(axes.cases()) and all(rungs):
         shaped = shape_finding(axes, rungs)
-        if shaped:
-            return LEAD + shaped
+        if shaped:  # the first line that leaves the reference's values, where one can be said, then the shape
+            inside = traced(axes, ladder, verdicts, at) if at is not None and not axes.steps else None
+            return (f"{inside} " if inside else "") + LEAD + shaped
     numbers = numbers_finding(axes, rungs) if verdicts and verdicts[0] is False else None
     if numbers:  # a number wrong from the simplest case on: how it changes, where no verdict changes
         return LEAD + numbers
