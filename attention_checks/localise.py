@@ -349,6 +349,10 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
             return {"float": repr(value)}
         if value is Ellipsis:
             return {"ellipsis": True}
+        if isinstance(value, torch.dtype):
+            return {"dtype": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"plain": str(value)[:20]}
         if isinstance(value, slice):
             return {"slice": [self._argument(part, depth) for part in (value.start, value.stop, value.step)]}
         if isinstance(value, (tuple, list)) and len(value) <= MOST_ITEMS and depth < 3:
@@ -428,11 +432,11 @@ def run_ladder(check: "Check", student: Any) -> Ladder:
             if time.monotonic() - started > TIME_LIMIT_S:
                 break
             recorder = StepRecorder([name for name, _ in check.axes.steps] if index == 0 else [])
-            # a module that names its steps is compared step by step; any other code, call by call
+            # a module that names its steps is compared step by step, and every code call by call
             calls = CallRecorder()
             try:
                 inputs = check.build(spec)
-                with quiet(), recorder, calls if not check.axes.steps else contextlib.nullcontext():
+                with quiet(), recorder, calls:
                     ran.outcomes.append(Outcome(check.call(student, inputs, check.spec(spec))))
             except Exception as error:  # noqa: BLE001 - student code
                 ran.outcomes.append(Outcome(error=describe_error(error)))

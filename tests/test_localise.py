@@ -573,6 +573,9 @@ def test_a_forged_record_of_calls_is_cut_where_it_stops_being_well_formed():
     # the axes of a merge
     ("merge_heads", "x = x.transpose(1, 2)", "x = x.permute(0, 2, 3, 1)", "`.permute(0, 2, 1, 3)` in place of "
                                                                          "`.permute(0, 2, 3, 1)`"),
+    # one activation for another, inside a module that names its steps (its lines are recorded too)
+    ("FeedForward", "h = torch.relu(self.linear1(x))", "h = torch.sigmoid(self.linear1(x))",
+     "Changed in one thing, it makes the reference's values: `.relu()` in place of `.sigmoid()`."),
     # the product that batches, where a raising one is used (said with the line that raised)
     ("project_qkv", "k = x @ w_k", "k = torch.bmm(x, w_k)", "raises; changed in one thing it runs and makes the "
                                                           "reference's values: `… @ …` in place of `.bmm(…)`"),
@@ -616,6 +619,15 @@ def _padding_of_the_last_sentence(tokens, pad_id=0):
     return tokens[-1] == pad_id
 
 
+def _shift_in_the_next_token(tgt, start_token):
+    start = tgt.new_full((tgt.size(0), 1), start_token + 1)
+    return torch.cat([start, tgt[:, :-1]], dim=1)
+
+
+def _causal_one_key_short(size):
+    return torch.ones(size, size - 1, dtype=torch.bool).triu(diagonal=1)
+
+
 def _causal_below_the_diagonal(size):
     return torch.ones(size, size, dtype=torch.bool).tril(diagonal=1)
 
@@ -629,6 +641,10 @@ def _causal_below_the_diagonal(size):
     ("causal_mask", _causal_below_the_diagonal, "`.triu(diagonal=1)` in place of `.tril(diagonal=1)`"),
     # an index that takes one entry of an axis, where the whole axis is meant (said before the shape's finding)
     ("padding_mask", _padding_of_the_last_sentence, "`[:]` in place of `[-1]`"),
+    # tensors made from numbers alone, whose one value everywhere matters only through what is made from them
+    ("shift_right", _shift_in_the_next_token, "`.new_full((1, 1), 1)` in place of `.new_full((1, 1), 2)`"),
+    ("causal_mask", _causal_one_key_short, "`torch.ones(2, 2, dtype=torch.bool)` in place of "
+                                           "`torch.ones(2, 1, dtype=torch.bool)`"),
 ])
 def test_one_change_is_found_where_no_line_can_be_said_to_leave_the_references_values(name, student, said):
     """A one-line function whose reference shows no step: no line can be said to be the first that
@@ -668,6 +684,11 @@ def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
         call.arguments = {"args": [{"given": 0}, {"sequence": [{"plain": n} for n in (0, 2, 3, 1)], "kind": "tuple"}],
                           "kwargs": {"out": {"eval": "1"}}}
     assert "reference's values: " not in (judging.localised(check, ladder) or "")
+    given = torch.randn(3)  # never written: a recorded inplace=True runs as False, a recorded out= not at all
+    relu = localise.Call(given, "relu", arguments={"args": [{"given": 0}], "kwargs": {"inplace": {"plain": True}}})
+    assert localising._arguments(relu, [], [given])[1] == {"inplace": False}
+    relu.arguments["kwargs"] = {"out": {"given": 0}}
+    assert localising._arguments(relu, [], [given]) is None
     long = torch.ones(localise.CallRecorder.MOST_ELEMENTS)  # within a record's bound, and its outer product is not
     assert localising._run("outer", [long, long], {}) is None
     assert localising._run("outer", [long[:3], long[:2]], {}).shape == (3, 2)
@@ -680,6 +701,7 @@ def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
     assert sealed.arguments({"args": [{"given": 0}, {"plain": 10}], "kwargs": {}}) is None
     assert sealed.arguments({"args": [{"given": 0}, {"float": "0.25"}], "kwargs": {}}) is None
     assert sealed.arguments({"args": [{"given": 0}, {"plain": "secret"}], "kwargs": {}}) is None
+    assert sealed.arguments({"args": [{"plain": 2}], "kwargs": {"dtype": {"dtype": "bool"}}}) is not None
 
 
 def test_a_call_that_raised_is_recorded_only_where_it_ended_the_case():
@@ -698,6 +720,14 @@ def test_a_call_that_raised_is_recorded_only_where_it_ended_the_case():
 
 # --------------------------------------------------------------------------
 # a number: how it changes along the axes
+
+
+def test_a_number_of_another_kind_is_said_so_where_its_value_is_the_references():
+    found = _finding("dot_product_variance", _model_with(
+        "dot_product_variance", "return (deviations**2).sum() / (scores.numel() - 1)",
+        "return ((deviations**2).sum() / (scores.numel() - 1)).tolist()")) or ""
+    assert "your variance has the reference's value in every one of them, but is a Python float where the " \
+           "reference's is a 0-dim tensor." in found, found
 
 
 @pytest.mark.parametrize("new, said", [

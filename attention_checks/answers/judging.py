@@ -300,7 +300,8 @@ class Sealed(Quoting):
             if "plain" in item:
                 plain = item["plain"]
                 return plain is None or type(plain) in (bool, int) and abs(plain) <= 9
-            return all(small(value) for key, value in item.items() if key not in ("call", "given", "kind", "item"))
+            # a dtype's name is one of PyTorch's (the grader reads no other)
+            return all(small(value) for key, value in item.items() if key not in ("call", "given", "kind", "item", "dtype"))
         return data if small(data) else None
 
     def value(self, got: Any) -> str:

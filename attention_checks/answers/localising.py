@@ -544,35 +544,43 @@ def _lines(numbers: Sequence[int]) -> str:
 # one change that mends a call: the call run again by the grader, changed in one thing
 
 
+_CREATE = ("ones", "zeros", "full", "arange")  # tensors made from numbers alone (sized before they run)
+_NEW = ("new_full", "new_zeros", "new_ones")  # the same, from a tensor's dtype and device
 # the PyTorch operations the grader runs again, by the name a record gives them: pure functions of
 # small tensors, none that reads or writes anything else (what each makes is bounded before it runs: ``_run``)
 _RERUN: dict[str, Callable[..., Any]] = {
     **{name: getattr(torch.Tensor, name) for name in (
-        "sum mean amax amin var std logsumexp prod softmax log_softmax cumsum transpose permute reshape view flatten "
+        "sum mean amax amin var std logsumexp prod cumsum transpose permute reshape view flatten "
         "unsqueeze squeeze chunk split unbind max min topk sort narrow matmul mm bmm add sub mul div exp log sqrt rsqrt pow masked_fill "
         "tril triu __getitem__ __rsub__ __rtruediv__ __radd__ __rmul__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ "
         "__and__ __or__ __xor__ logical_and logical_or logical_xor lt le gt ge eq ne __invert__ __rdiv__ neg "
-        "logical_not argmax argmin gather roll flip clamp abs sin cos tanh relu sigmoid").split()},
+        "logical_not argmax argmin gather roll flip clamp abs sin cos tanh sigmoid").split() + list(_NEW)},
     "cat": torch.cat, "stack": torch.stack, "outer": torch.outer, "where": torch.where,
+    **{name: getattr(torch, name) for name in _CREATE},
+    # the functional forms take the keywords F passes on (softmax's _stacklevel, relu's inplace)
+    **{name: getattr(torch.nn.functional, name) for name in ("softmax", "log_softmax", "relu", "gelu", "leaky_relu",
+                                                               "silu")},
 }
+_ACTIVATIONS = ("relu", "gelu", "leaky_relu", "silu", "sigmoid", "tanh")
 _LAYOUT = {"transpose", "permute", "reshape", "view", "flatten", "unsqueeze", "squeeze"}  # the values, in another shape
 _REDUCTIONS = {"sum", "mean", "amax", "amin", "var", "std", "logsumexp", "prod"}
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")  # == first: the one a mask most often means
 # an operation one word or sign away from another, each tried in its place: the comparisons, + and -, * and /,
-# sum and mean, the largest and the smallest, below and above the diagonal; the product that batches any
-# leading axes for mm (2-D) and bmm (3-D)
+# sum and mean, the largest and the smallest, below and above the diagonal, one activation for another; the
+# product that batches any leading axes for mm (2-D) and bmm (3-D)
 _SIBLINGS = {
     **{op: [other for other in _COMPARISONS if other != op] for op in _COMPARISONS},
     "__eq__": [op for op in _COMPARISONS if op != "eq"], "__ne__": [op for op in _COMPARISONS if op != "ne"],
     "add": ["sub"], "sub": ["add"], "mul": ["div"], "div": ["mul"], "sum": ["mean"], "mean": ["sum"],
     "amax": ["amin"], "amin": ["amax"], "argmax": ["argmin"], "argmin": ["argmax"], "tril": ["triu"],
     "triu": ["tril"], "sin": ["cos"], "cos": ["sin"], "mm": ["matmul"], "bmm": ["matmul"],
+    **{name: [other for other in _ACTIVATIONS if other != name] for name in _ACTIVATIONS},
 }
 # operations said as the operator that wrote them: `… <= 5`
 _OPERATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "__eq__": "==", "ne": "!=", "__ne__": "!=",
               "add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "__and__": "&", "__or__": "|",
               "__xor__": "^"}
-_FUNCTIONS = {"cat", "stack", "outer", "where"}  # said as torch.<name>(...), not as a method
+_FUNCTIONS = {"cat", "stack", "outer", "where", *_CREATE}  # said as torch.<name>(...), not as a method
 MOST_INTEGER = 4096  # an integer among recorded arguments that is run again (a dim, a size, a slice's bound)
 MOST_MADE = 1 << 16  # entries of what a changed call may make
 
@@ -601,6 +609,11 @@ def _rebuilt(data: Any, made: Sequence[torch.Tensor], given: Sequence[torch.Tens
         return float(str(data["float"])[:40])
     if data.get("ellipsis") is True:
         return Ellipsis
+    if "dtype" in data:
+        dtype = getattr(torch, str(data["dtype"])[:20], None) if str(data["dtype"]).isidentifier() else None
+        if not isinstance(dtype, torch.dtype):
+            raise _Malformed
+        return dtype
     if isinstance(data.get("slice"), list) and len(data["slice"]) == 3:
         parts = [_rebuilt(part, made, given, depth + 1) for part in data["slice"]]
         if not all(part is None or type(part) is int for part in parts):
@@ -620,11 +633,18 @@ def _arguments(call: Call, made: Sequence[torch.Tensor], given: Sequence[torch.T
             or not isinstance(data["args"], list) or not isinstance(data["kwargs"], dict) \
             or len(data["args"]) > MOST_ITEMS or len(data["kwargs"]) > MOST_ITEMS:
         return None
+    if "out" in data["kwargs"]:
+        return None  # a call that writes into a tensor it is given
     try:
-        return ([_rebuilt(item, made, given) for item in data["args"]],
-                {str(key): _rebuilt(item, made, given) for key, item in data["kwargs"].items() if str(key).isidentifier()})
+        args = [_rebuilt(item, made, given) for item in data["args"]]
+        kwargs = {str(key): _rebuilt(item, made, given) for key, item in data["kwargs"].items() if str(key).isidentifier()}
     except (_Malformed, ValueError, TypeError, RecursionError):
         return None
+    if "inplace" in kwargs:
+        kwargs["inplace"] = False  # never in place: the tensors are the record's own
+    if "device" in kwargs:
+        kwargs["device"] = "cpu"  # where the grader runs it (a record's tensors are on the CPU)
+    return args, kwargs
 
 
 def _item(call: Call) -> int | None:
@@ -652,6 +672,9 @@ def _largest_made(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     from their shapes alone (before it runs): a product's batch and outer sizes, the tensors joined
     by cat or stack, the broadcast of an elementwise operation's operands; an index that is a
     tensor (which may gather any number) counts as too many."""
+    if name in _CREATE or name in _NEW:  # no more entries than the product of the numbers it is given
+        numbers = [abs(n) for _, n in _integers([a for a in args if not isinstance(a, torch.Tensor)])]
+        return math.prod(max(n, 1) for n in numbers)
     tensors = list(_tensors(args, kwargs))
     if not tensors:
         return 0
@@ -790,8 +813,8 @@ def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = fro
                 yield changed(name, [args[0], *swapped] if len(args) > 2 else [args[0], type(order)(swapped)], kwargs)
     if name in _REDUCTIONS and kwargs.get("keepdim") is not True and len(args) <= 2:
         yield changed(name, args, {**kwargs, "keepdim": True})
-    for sibling in _SIBLINGS.get(name, ()):
-        yield changed(sibling, args, kwargs)
+    for sibling in _SIBLINGS.get(name, ()):  # an activation in another's place takes none of its keywords
+        yield changed(sibling, *((args[:1], {}) if name in _ACTIVATIONS else (args, kwargs)))
     operands = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
     if len(operands) == 2 and name not in {"masked_fill", "where"}:
         i, j = operands
@@ -828,7 +851,7 @@ def _tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Iterator[torch.T
 def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
              dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor, tuple[str, list, dict]]]:
     """Each change to a recorded call (``_variants``) that runs and makes something else than the call
-    made (another shape counts: it changes what later calls make), of more than one value, with
+    made (another shape counts: it changes what later calls make), with
     what it makes and the changed call (its operation and arguments). ``calls``: the calls its
     arguments refer to; ``made``: what each made."""
     rebuilt = _arguments(call, made, given)
@@ -841,7 +864,7 @@ def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], gi
     moves = given_first is not None and not _same_values(call.made, given_first, dtype)  # a layout call that moves values
     for words, name, a, k in _variants(call.what, *rebuilt, reduced):
         out = _run(name, a, k, _item(call))
-        if out is None or not varies(out) or out.shape == call.made.shape and torch.equal(out, call.made):
+        if out is None or out.shape == call.made.shape and torch.equal(out, call.made):
             continue
         if name in _LAYOUT and moves and _same_values(out, given_first, dtype):
             continue  # a layout call changed into one that moves nothing (a transpose of an axis of size 1): no change
@@ -855,8 +878,8 @@ def mended(call: Call, calls: Sequence[Call], given: Sequence[torch.Tensor],
     where the call cannot be run again (an operation the grader does not rerun, arguments that
     were not recorded as data). ``calls``, ``given``: what the call's recorded arguments refer to."""
     made = [c.made for c in calls]
-    return next((words for words, out, _ in _changes(call, calls, made, given, dtype) if _known(out, computed, dtype)),
-                None)
+    return next((words for words, out, _ in _changes(call, calls, made, given, dtype)
+                 if varies(out) and _known(out, computed, dtype)), None)  # one value everywhere matches by chance
 
 
 MOST_RERUNS = 2000  # operations run again to find one change, earlier in the code, that mends a later result
@@ -914,7 +937,7 @@ def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: in
             if any(value is None for value in changed.values()):
                 continue
             result = out if i == end else _replayed(calls, given, changed, end)
-            if result is not None and right(result):
+            if result is not None and varies(result) and right(result):
                 return i, words
     return None
 
@@ -1125,7 +1148,8 @@ def _real(value: Any) -> float | None:
 
 
 def numbers_finding(axes: Axes, rungs: Sequence["Rung | None"]) -> str | None:
-    """Where an output is one number: the same number on every localising case while the reference's
+    """Where an output is one number: the reference's value but of another kind on every localising
+    case (a Python float for a 0-dim tensor); the same number on every case while the reference's
     changes (said with it), or, along each axis, how the number changes from the rung below to the
     rung (the ratio of the two) against how the reference's does: the axes where the two ratios
     differ, said with both, and those where they agree. None where no axis tells them apart, or a
@@ -1137,6 +1161,11 @@ def numbers_finding(axes: Axes, rungs: Sequence["Rung | None"]) -> str | None:
         got, expected = [_real(rung.got.get(name)) for rung in rungs], [_real(rung.expected[name]) for rung in rungs]
         if any(value is None for value in got + expected) or all(rung.right for rung in rungs):
             continue
+        kinds = {_kind(rung.got.get(name)) for rung in rungs}
+        if all(math.isclose(g, e, rel_tol=1e-9, abs_tol=1e-12) for g, e in zip(got, expected)) and len(kinds) == 1 \
+                and kinds != {_kind(rungs[0].expected[name])}:
+            return (f"your {name} has the reference's value in every one of them, but is {kinds.pop()} where the "
+                    f"reference's is {_kind(rungs[0].expected[name])}.")
         if len(set(got)) == 1 and len(set(expected)) > 1:
             return (f"your {name} is {_plain(got[0])} in every one of them, whatever the case; the reference's "
                     f"changes ({_plain(expected[0])} in the simplest, {_plain(expected[-1])} with {words[-1]}).")
@@ -1162,6 +1191,13 @@ def numbers_finding(axes: Axes, rungs: Sequence["Rung | None"]) -> str | None:
         if not differ and len(factors) == 1 and 0 not in expected and factors != {1.0}:
             return f"your {name} is the reference's times {_number(factors.pop())} in every one of them."
     return None
+
+
+def _kind(value: Any) -> str:
+    """What a number is, in words: "a Python float", "a 0-dim tensor"."""
+    if isinstance(value, torch.Tensor):
+        return "a 0-dim tensor" if value.dim() == 0 else f"a tensor of shape {_shape(tuple(value.shape))}"
+    return f"a Python {type(value).__name__}" if type(value).__module__ == "builtins" else "another type"
 
 
 def _plain(x: float) -> str:
@@ -1205,8 +1241,11 @@ def _finding_from_verdicts(axes: Axes, ladder: Ladder, verdicts: Sequence[bool |
         else:
             related = output_relation(ladder, base, "your code")
             inside = related and RELATED + related
-    if not inside and not axes.steps and at is not None:
-        inside = traced(axes, ladder, verdicts, at)
+    if at is not None and (not inside or axes.steps):  # a module's steps, then the line inside where one is said
+        lines = traced(axes, ladder, verdicts, at)
+        if lines and inside:
+            lines = lines.replace(STEP_BY_STEP, "Line by line: ", 1)
+        inside = f"{inside} {lines}" if inside and lines else inside or lines
     along = along_axes(axes, verdicts)
     if inside:  # the step, then what the ladder adds (which heads, which positions)
         return inside + (f" {along}" if along else "")
