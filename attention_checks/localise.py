@@ -369,8 +369,13 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
             frame = frame.f_back
         if frame is None:
             return 0, "", ""
-        if os.path.abspath(frame.f_code.co_filename).startswith(_CHECKS) or frame.f_code.co_name == "__init__":
+        if os.path.abspath(frame.f_code.co_filename).startswith(_CHECKS):
             return None
+        caller = frame
+        while caller is not None and not os.path.abspath(caller.f_code.co_filename).startswith(_CHECKS):
+            if caller.f_code.co_name == "__init__":
+                return None  # a constructor's, or a helper's it calls (a lambda that makes each attention)
+            caller = caller.f_back
         code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
         return frame.f_lineno, code[:self.MOST_CODE], _name(frame.f_code)
 

@@ -500,6 +500,16 @@ def test_the_calls_recorded_are_the_codes_own_steps():
         assert [call.what for call in calls][:2] == ["mean", "sub"], calls
 
 
+def test_a_helper_a_constructor_calls_is_the_constructors_too():
+    """Parameters made by a helper that the constructor calls (a lambda that makes each one) are given,
+    like the module's inputs: none of the helper's calls is recorded as a step of the code."""
+    student = _model_with("LayerNorm", "self.weight = nn.Parameter(torch.ones(self.normalized_shape))  # gamma",
+                          "ones = lambda: nn.Parameter(torch.ones(self.normalized_shape))\n        self.weight = ones()")
+    ladder = run_ladder(CHECKS["LayerNorm"], student)
+    assert ladder.calls[0] and all("lambda" not in call.code for calls in ladder.calls for call in calls), ladder.calls[0]
+    assert [call.what for call in ladder.calls[0]][:2] == ["mean", "sub"]
+
+
 def test_past_its_bounds_the_recorder_keeps_nothing_more():
     """A call after one that was not kept could not say what it took, so nothing after the bound is
     kept: the last results are not there to be named wrongly."""
