@@ -105,12 +105,16 @@ def mistake_hints(assignment: str) -> set[str]:
     return hints
 
 
+QUOTED_CODE = re.compile(r"`[^`]*`")
+
+
 def foreign_hints(entry: classroom.CorpusEntry, failing: list[str], corpus: list[classroom.CorpusEntry],
                   known: set[str] = frozenset()) -> list[str]:
     """The hint lines of a buggy student's failing messages that name another mistake: the ``# hint:``
     of another file of `corpus` whose mistake differs (neither hint contains the other), or the whole
     hint of a known mistake (`known`, see mistake_hints), on a line that holds neither the student's
-    own hint nor a text its ``# also:`` allows."""
+    own hint nor a text its ``# also:`` allows. Code the hint quotes (`...`: the student's own lines)
+    is not searched: `self.norm(tgt)` names no mistake."""
     mine = _own_texts(entry)
     others = _other_mistakes_hints(entry, corpus)
     hint_lines = [line.strip() for text in failing for line in text.splitlines() if HINT.match(line.strip())]
@@ -118,7 +122,8 @@ def foreign_hints(entry: classroom.CorpusEntry, failing: list[str], corpus: list
     for line in hint_lines:
         if any(m in line.lower() for m in mine):
             continue
-        wrong = sorted(h for h in others if h in line.lower())
+        said = QUOTED_CODE.sub("`…`", line).lower()  # a line of the student's code, quoted, names no mistake
+        wrong = sorted(h for h in others if h in said)
         if wrong or line.removeprefix("hint:").strip() in known:
             found.append(f"{entry.name}: {line} (another mistake's hint" + (f": {wrong[0]!r})" if wrong else ")"))
     return found

@@ -61,6 +61,14 @@ def test_another_mistakes_hint_is_found():
     assert len(foreign_hints(PRE_NORM, [_message(OWN, known)], CORPUS, {known.removeprefix("hint: ")})) == 1
 
 
+def test_the_students_own_code_quoted_in_a_hint_names_no_mistake():
+    """A finding quotes the student's own line; a word of that code (a comment in it) is not
+    another mistake's hint, while the same words in the grader's own text are."""
+    quoted = "hint: line 3 (`x = encoder(src)  # as if the encoder never learned`) is the first to differ."
+    assert foreign_hints(PRE_NORM, [_message(quoted)], CORPUS) == []
+    assert foreign_hints(PRE_NORM, [_message(quoted.replace("`", ""))], CORPUS) != []
+
+
 def test_the_same_mistake_and_allowed_texts_are_not_another(tmp_path, monkeypatch):
     # a student of the same mistake, whose hint holds this one's, names no other mistake
     assert foreign_hints(PRE_NORM, [_message("hint: Your layer is pre-norm; so is your decoder.")], CORPUS) == []
