@@ -300,7 +300,7 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
                 or self.elements + sum(t.numel() for t in tensors) > self.most_elements:
             self.full = True
             return
-        takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
+        takes = self._takes(args, kwargs)
         where = self._line() if self.lines else (0, "", "")
         if where is None:
             return
@@ -318,8 +318,12 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
     def _keep_failed(self, func: Any, args: Any, kwargs: Any) -> None:
         where = self._line() if self.lines else (0, "", "")
         if where is not None:
-            takes = tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
-            self.failed = Call(torch.zeros(0), _name(func), *where[:2], takes, where[2], self._arguments(args, kwargs))
+            self.failed = Call(torch.zeros(0), _name(func), *where[:2], self._takes(args, kwargs), where[2],
+                               self._arguments(args, kwargs))
+
+    def _takes(self, args: Any, kwargs: Any) -> tuple[int, ...]:
+        """The kept calls whose results a call takes."""
+        return tuple(sorted({self._index[id(a)] for a in _tensors_in((args, kwargs)) if id(a) in self._index}))
 
     def _arguments(self, args: Any, kwargs: Any) -> dict | None:
         """A call's arguments as data, a tensor as the kept call that made it or as a given one (kept

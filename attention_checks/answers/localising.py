@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from ..core import quiet, tolerance
-from ..localise import MOST_ITEMS, Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder
+from ..localise import MOST_ITEMS, Axes, Axis, Call, CallRecorder, Ladder, Seen, StepRecorder, _tensors_in
 from ..record import Outcome
 
 if TYPE_CHECKING:
@@ -675,7 +675,7 @@ def _largest_made(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> 
     if name in _CREATE or name in _NEW:  # no more entries than the product of the numbers it is given
         numbers = [abs(n) for _, n in _integers([a for a in args if not isinstance(a, torch.Tensor)])]
         return math.prod(max(n, 1) for n in numbers)
-    tensors = list(_tensors(args, kwargs))
+    tensors = list(_tensors_in((args, kwargs)))
     if not tensors:
         return 0
     if name == "__getitem__" and len(tensors) > 1:
@@ -773,7 +773,7 @@ def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = fro
     two axes, or given an axis of size 1 at its end, or a pair of tensors (max's values and
     indices) in place of one, replaced by its first."""
     before = f"`{_said(name, args, kwargs)}`"
-    rank = max((a.dim() for a in _tensors(args, kwargs)), default=0) + 1
+    rank = max((a.dim() for a in _tensors_in((args, kwargs))), default=0) + 1
     keys = [("args", k) for k in range(len(args))] + [("kwargs", k) for k in kwargs]
 
     def get(key: tuple) -> Any:
@@ -838,14 +838,6 @@ def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = fro
 
 def _same_axis(a: Any, b: Any, rank: int) -> bool:
     return type(a) is int and type(b) is int and a % max(rank, 1) == b % max(rank, 1)
-
-
-def _tensors(args: Sequence[Any], kwargs: Mapping[str, Any]) -> Iterator[torch.Tensor]:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            yield value
-        elif isinstance(value, (tuple, list)):
-            yield from (item for item in value if isinstance(item, torch.Tensor))
 
 
 def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
