@@ -1106,6 +1106,19 @@ def test_a_matrix_product_hint_names_a_transpose_only_where_the_line_makes_one()
     assert plain and not any("transpose" in h for h in plain), plain
 
 
+def test_an_operator_given_a_pair_of_values_and_indices_is_told_to_take_its_values():
+    """Python's own message names the pair's type (max along a dim gives values and indices), which
+    the student's line shows only as `x.max(dim=dim)`: the hint holds where the message says so."""
+    from attention_checks.answers.hints import crash_hints
+
+    error = ("raised TypeError: unsupported operand type(s) for -: 'Tensor' and 'torch.return_types.{}'\n"
+             "      at: shifted = x - x.{}(dim=dim, keepdim=True)")
+    assert any("`.values`" in h and "`amax(dim=...)`" in h for h in crash_hints(error.format("max", "max"), {}))
+    assert any("`.values`" in h and "amax" not in h for h in crash_hints(error.format("sort", "sort"), {}))
+    other = "raised TypeError: unsupported operand type(s) for -: 'Tensor' and 'list'\n      at: x - [1]"
+    assert not any("`.values`" in h for h in crash_hints(other, {}))
+
+
 def test_sample_nexts_drawing_hints_defer_to_a_failing_next_token_distribution():
     """Tokens that are the most probable ones are what argmax drawing gives, and also what a
     distribution whose top-k keeps the wrong end gives: where the grader saw next_token_distribution

@@ -663,14 +663,57 @@ def test_one_change_is_found_where_no_line_can_be_said_to_leave_the_references_v
     assert "changed in one thing, makes your output the reference's: " + said in found, found
 
 
+@pytest.mark.parametrize("name, old, new, said", [
+    # a change to a line changes each of the calls it makes: every pass of a loop (each block of a row; the
+    # mistake shows from the second on, where the sum so far is rescaled)
+    ("online_softmax", "run_sum * (run_max - new_max).exp()", "run_sum * (run_max - new_max).exp().pow(2)",
+     "`… ** 1` in place of `… ** 2`, each time the line runs"),
+    # floor division, said with what it does
+    ("alibi_bias", "-8.0 * torch.arange(1, num_heads + 1) / num_heads",
+     "-(8 * torch.arange(1, num_heads + 1) // num_heads)", "(floor division, which rounds down)"),
+    # a range one position off: as many numbers, from one earlier
+    ("alibi_bias", "torch.arange(S - L, S)", "torch.arange(S - L + 1, S + 1)", "as many numbers, counted from"),
+    # two calls of one line in each other's place
+    ("apply_rope", "c, s = torch.cos(ang), torch.sin(ang)", "s, c = torch.cos(ang), torch.sin(ang)",
+     "`.cos()` and `.sin()` swapped, each in the other's place"),
+    # the two halves that cat joins, in the other order
+    ("apply_rope", "torch.cat((a * c - b * s, a * s + b * c), dim=-1)", "torch.cat((a * s + b * c, a * c - b * s), dim=-1)",
+     "with the two tensors it joins (its two halves) in the other order"),
+    # exclusive or for or, said with what it does
+    ("merge_masks", "padding | attn_mask", "torch.logical_xor(padding, attn_mask)",
+     "`.logical_or(…)` in place of `.logical_xor(…)` (exclusive or: true where exactly one is)"),
+    # a size given an axis of size 1 at its end: a column that cat can join
+    ("shift_right", "shifted = tgt.new_full(tgt.shape, start_token)  # (B, T), same dtype and device\n"
+                    "    shifted[:, 1:] = tgt[:, :-1]\n    return shifted",
+     "start = torch.full((tgt.size(0),), start_token, dtype=tgt.dtype)\n"
+     "    return torch.cat((start, tgt[:, :-1]), dim=-1)", ", 1), 1, dtype=torch.int64)` in place of `torch.full(("),
+    # an axis too many in a reduction's tuple (where it raises: the same axis twice)
+    ("softmax", "exps.sum(dim=dim, keepdim=True)", "exps.sum(dim=(dim, 0), keepdim=True)",
+     "`.sum(dim=-1, keepdim=True)` in place of `.sum(dim=(-1, 0), keepdim=True)`"),
+])
+def test_a_change_is_found_among_more_kinds_of_change(name, old, new, said):
+    found = _finding(name, _model_with(name, old, new)) or ""
+    assert said in found, found
+
+
+def test_a_change_that_makes_values_the_reference_makes_elsewhere_is_not_said_where_the_output_gets_no_closer():
+    """a * s + b * c for the first half is the reference's second half: values it computes, at the
+    wrong place. Run on to the output, that change makes no more of its entries the reference's."""
+    student = _model_with("apply_rope", "torch.cat((a * c - b * s, a * s + b * c), dim=-1)",
+                          "torch.cat((a * s - b * c, a * c + b * s), dim=-1)")
+    found = _finding("apply_rope", student) or ""
+    assert "(`return torch.cat((a * s - b * c, a * c + b * s), dim=-1)" in found, found
+    assert "`… + …` in place of `… - …`" not in found, found
+
+
 def test_no_change_is_said_where_none_mends_the_line():
     """A mistake that no one change to its call undoes (a half added to the exponentials: numbers that
     are not integers are never changed) gets the line, and no change; one that a change undoes gets it
-    (twice the scores: once)."""
+    (twice the scores: once, which makes the output the reference's)."""
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() + 0.5")) or ""
     assert "(`exps = shifted.exp() + 0.5" in found and "reference's values: " not in found, found
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()")) or ""
-    assert "Changed in one thing, it makes the reference's values: `… * 1` in place of `… * 2`." in found, found
+    assert "With one change to it, your output is the reference's: `… * 1` in place of `… * 2`." in found, found
 
 
 def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
@@ -707,11 +750,15 @@ def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():
     sealed = judging.Sealed(_model_source("merge_heads").splitlines())
     small = {"args": [{"given": 0}, {"plain": 1}, {"slice": [{"plain": None}, {"plain": -2}, {"plain": None}]}],
              "kwargs": {"dim": {"plain": 9}}}
-    assert sealed.arguments(small) == small
-    assert sealed.arguments({"args": [{"given": 0}, {"plain": 10}], "kwargs": {}}) is None
-    assert sealed.arguments({"args": [{"given": 0}, {"float": "0.25"}], "kwargs": {}}) is None
-    assert sealed.arguments({"args": [{"given": 0}, {"plain": "secret"}], "kwargs": {}}) is None
-    assert sealed.arguments({"args": [{"plain": 2}], "kwargs": {"dtype": {"dtype": "bool"}}}) is not None
+    digits = frozenset(range(10))  # a case's own numbers, 0 to 9 among them
+    assert sealed.arguments(small, digits) == small
+    assert sealed.arguments({"args": [{"given": 0}, {"plain": 10}], "kwargs": {}}, digits) is None
+    assert sealed.arguments({"args": [{"given": 0}, {"plain": -16}], "kwargs": {}}, digits | {16}) is not None
+    assert sealed.arguments({"args": [{"given": 0}, {"float": "0.25"}], "kwargs": {}}, digits) is None
+    assert sealed.arguments({"args": [{"given": 0}, {"float": "12.0"}], "kwargs": {}}, digits) is None
+    assert sealed.arguments({"args": [{"float": "2.0"}, {"given": 0}, {"float": "-inf"}], "kwargs": {}}, digits)
+    assert sealed.arguments({"args": [{"given": 0}, {"plain": "secret"}], "kwargs": {}}, digits) is None
+    assert sealed.arguments({"args": [{"plain": 2}], "kwargs": {"dtype": {"dtype": "bool"}}}, digits) is not None
 
 
 def test_a_call_that_raised_is_recorded_only_where_it_ended_the_case():

@@ -115,6 +115,13 @@ def crash_hints(error: str, named: Mapping[str, Any], state: Mapping[str, Any] |
         else:
             hints.append("masked_fill takes a boolean mask (True where to fill) and ~ inverts booleans only: make "
                          "masks with comparisons and logical operators (|, &, ~), not 0/1 numbers.")
+    # an operator given what max, min, sort or topk along a dim return: a named pair, which Python names in its message
+    m = re.search(r"unsupported operand type\(s\) for .*'torch\.return_types\.(max|min|sort|topk|kthvalue|median|mode)'",
+                  first)
+    if m:
+        alone = f" (or `a{m[1]}(dim=...)`, which gives the values alone)" if m[1] in ("max", "min") else ""
+        hints.append(f"`.{m[1]}(dim=...)` gives a pair (values, indices), a `torch.return_types.{m[1]}`, not a tensor: "
+                     f"take its `.values`{alone}.")
     m = re.search(r"(too many|not enough) values to unpack \(expected (\d+)", first)
     if m and tensors:
         hints.append(f"You unpack a shape into {m[2]} names, but this case's inputs have other numbers of dimensions: "

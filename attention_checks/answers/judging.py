@@ -227,9 +227,9 @@ class Quoting:
         """The name of the student's function or method ("LayerNorm.forward") a line is in ("": not shown)."""
         return name
 
-    def arguments(self, data: Any) -> Any:
+    def arguments(self, data: Any, sizes: frozenset[int]) -> Any:
         """A recorded call's arguments (``localise.Call.arguments``), which a finding may run again with
-        one change and quote (None: not used)."""
+        one change and quote (None: not used; ``sizes``: the case's own numbers)."""
         return data
 
     def value(self, got: Any) -> str:
@@ -290,16 +290,23 @@ class Sealed(Quoting):
         defined = {re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line) for line in self.own_lines}
         return name if name and set(name.split(".")) <= {match[1] for match in defined if match} else ""
 
-    def arguments(self, data: Any) -> Any:
-        # only arguments whose every number is one of 0 to 9 or their negatives (dims): a pick among a few
+    def arguments(self, data: Any, sizes: frozenset[int]) -> Any:
+        # only arguments whose every number is the case's own (0 to 9 among them) or its negative (a dim
+        # counted from the end), as an integer or a float, or an infinity: a pick among a few
         def small(item: Any) -> bool:
             if isinstance(item, list):
                 return all(map(small, item))
-            if not isinstance(item, dict) or "float" in item:
+            if isinstance(item, dict) and "float" in item:  # a whole number of them (2.0), or an infinity (a fill)
+                try:
+                    x = float(str(item["float"])[:40])
+                except ValueError:
+                    return False
+                return math.isinf(x) or x.is_integer() and abs(int(x)) in sizes
+            if not isinstance(item, dict):
                 return item is True  # {"ellipsis": True}
             if "plain" in item:
                 plain = item["plain"]
-                return plain is None or type(plain) in (bool, int) and abs(plain) <= 9
+                return plain is None or type(plain) in (bool, int) and abs(plain) in sizes
             # a dtype's name is one of PyTorch's (the grader reads no other)
             return all(small(value) for key, value in item.items() if key not in ("call", "given", "kind", "item", "dtype"))
         return data if small(data) else None
@@ -877,16 +884,16 @@ def localised(check: "Check", ladder: Ladder | None, quoting: Quoting = AS_IS) -
     student's own, which the submitted cells hold)."""
     if ladder is None or check.axes is None or not ladder.outcomes or default_source(check) is not REFERENCES:
         return None
-    def quoted(call: Call) -> Call:
-        return replace(call, code=quoting.line(call.code), within=quoting.function(call.within),
-                       arguments=quoting.arguments(call.arguments))
-
-    ladder = replace(ladder, calls=[[quoted(call) for call in calls] for calls in ladder.calls],
-                     failed=[call and quoted(call) for call in ladder.failed])
-
     def at(index: int) -> tuple[Judged, Callable[[], Any]]:
         case = judged(check, check.axes.cases()[index], REFERENCES)
         return case, lambda: answer_for(check).reference(case.x, case.spec)
+
+    def quoted(call: Call, index: int) -> Call:
+        return replace(call, code=quoting.line(call.code), within=quoting.function(call.within),
+                       arguments=quoting.arguments(call.arguments, at(index)[0].sizes))
+
+    ladder = replace(ladder, calls=[[quoted(call, index) for call in calls] for index, calls in enumerate(ladder.calls)],
+                     failed=[call and quoted(call, index) for index, call in enumerate(ladder.failed)])
 
     with quiet():  # the reference on a case, its steps recorded (a module's of the same names, a function's calls)
         rungs = [rung(check, spec, outcome) for spec, outcome in zip(check.axes.cases(), ladder.outcomes)]

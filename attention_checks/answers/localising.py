@@ -407,7 +407,7 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
     dtype = case.dtype
     steps, outputs, inputs = _reference_values(case, run_reference)
     made_output = [i for i, call in enumerate(calls) if call.made.shape == output.shape
-                   and torch.equal(call.made.to(torch.float64), output.to(torch.float64))]
+                   and torch.equal(call.made.to(torch.float64).nan_to_num(), output.to(torch.float64).nan_to_num())]
     if not made_output or any(_same_values(output, v, dtype) for v in outputs):
         return None  # an output no call made
     earlier = next((call for call in steps if _same_values(output, call.made, dtype)), None)
@@ -416,13 +416,22 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
         return (f"your output holds values the reference computes on its way{where}, before its output: the "
                 "reference does more after them.")
     computed = _by_size([call.made for call in steps] + outputs)  # what the reference computes from the inputs
-    def mend(call: Call) -> str | None:
-        return mended(call, calls, given, computed, dtype)
+    end = made_output[-1]
+
+    def in_place(value: torch.Tensor) -> int:  # the output's entries that are the reference's, in their places
+        return max((int(torch.isclose(value.reshape(-1).to(torch.float64), v.reshape(-1).to(torch.float64),
+                                      equal_nan=True, **tolerance(dtype)).sum())
+                    for v in outputs if v.numel() == value.numel()), default=0)
+
+    def closer(result: torch.Tensor) -> bool:  # of one number, nothing to count: a replay may miss Python's
+        return output.numel() == 1 or in_place(result) > in_place(output)  # arithmetic on sizes (x.numel() - 1)
+
+    def mend(first: int) -> str | None:
+        return mended(first, calls, given, computed, dtype, end, closer)
 
     def mend_earlier() -> tuple[int, str] | None:  # one change that makes the output the reference's
-        return mended_earlier(calls, given, made_output[-1], lambda t: any(_same_values(t, v, dtype) for v in outputs),
-                              dtype)
-    return _first_line_said(calls, made_output[-1], computed, _by_size(inputs), dtype, bool(steps), mend, mend_earlier)
+        return mended_earlier(calls, given, end, lambda t: any(_same_values(t, v, dtype) for v in outputs), dtype)
+    return _first_line_said(calls, end, computed, _by_size(inputs), dtype, bool(steps), mend, mend_earlier)
 
 
 def raised_line_mended(failed: Call, calls: Sequence[Call], given: Sequence[torch.Tensor], case: "Judged",
@@ -466,7 +475,7 @@ def _line_of(call: Call, said: Call) -> str:
 
 def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Sequence[torch.Tensor]],
                      given: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype, shows_steps: bool,
-                     mend: Callable[[Call], str | None] = lambda call: None,
+                     mend: Callable[[int], str | None] = lambda first: None,
                      mend_earlier: Callable[[], tuple[int, str] | None] = lambda: None) -> str | None:
     """The first of ``calls`` that the output (made by calls[last]) is made from whose values are not
     the reference's (``computed`` from the inputs, or ``given``: the inputs themselves) and from which
@@ -487,8 +496,10 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
         if i in needed:
             needed.update(calls[i].takes)
     first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
-    change = mend(calls[first]) if first is not None and calls[first].line > 0 else None
-    earlier = None if change else mend_earlier()
+    # a change that makes the output the reference's first; else one that makes the first wrong line's values
+    # the reference's (which may be values the reference makes elsewhere: weaker)
+    earlier = mend_earlier()
+    change = mend(first) if earlier is None and first is not None and calls[first].line > 0 else None
     anchored = first is not None and any(i < first and informative[i] and _known(calls[i].made, computed, dtype)
                                          for i in needed)
     if first is None or calls[first].line <= 0 or not (anchored or shows_steps or change):
@@ -554,7 +565,9 @@ _RERUN: dict[str, Callable[..., Any]] = {
         "unsqueeze squeeze chunk split unbind max min topk sort narrow matmul mm bmm add sub mul div exp log sqrt rsqrt pow masked_fill "
         "tril triu __getitem__ __rsub__ __rtruediv__ __radd__ __rmul__ __lt__ __le__ __gt__ __ge__ __eq__ __ne__ "
         "__and__ __or__ __xor__ logical_and logical_or logical_xor lt le gt ge eq ne __invert__ __rdiv__ neg "
-        "logical_not argmax argmin gather roll flip clamp abs sin cos tanh sigmoid").split() + list(_NEW)},
+        "logical_not argmax argmin gather roll flip clamp abs sin cos tanh sigmoid __floordiv__ floor_divide __rpow__ "
+        "maximum minimum "
+        "float double half long int bool").split() + list(_NEW)},
     "cat": torch.cat, "stack": torch.stack, "outer": torch.outer, "where": torch.where,
     **{name: getattr(torch, name) for name in _CREATE},
     # the functional forms take the keywords F passes on (softmax's _stacklevel, relu's inplace)
@@ -572,14 +585,21 @@ _SIBLINGS = {
     **{op: [other for other in _COMPARISONS if other != op] for op in _COMPARISONS},
     "__eq__": [op for op in _COMPARISONS if op != "eq"], "__ne__": [op for op in _COMPARISONS if op != "ne"],
     "add": ["sub"], "sub": ["add"], "mul": ["div"], "div": ["mul"], "sum": ["mean"], "mean": ["sum"],
-    "amax": ["amin"], "amin": ["amax"], "argmax": ["argmin"], "argmin": ["argmax"], "tril": ["triu"],
+    "amax": ["amin"], "amin": ["amax"], "maximum": ["minimum"], "minimum": ["maximum"], "argmax": ["argmin"], "argmin": ["argmax"], "tril": ["triu"],
     "triu": ["tril"], "sin": ["cos"], "cos": ["sin"], "mm": ["matmul"], "bmm": ["matmul"],
+    "__floordiv__": ["div"], "floor_divide": ["div"], "stack": ["cat"],
+    # the logical operators: | for ^ (which lets through what both masks hide), & for |
+    "__xor__": ["__or__", "__and__"], "__or__": ["__and__", "__xor__"], "__and__": ["__or__"],
+    "logical_xor": ["logical_or", "logical_and"], "logical_or": ["logical_and"], "logical_and": ["logical_or"],
     **{name: [other for other in _ACTIVATIONS if other != name] for name in _ACTIVATIONS},
 }
 # operations said as the operator that wrote them: `… <= 5`
 _OPERATORS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "__eq__": "==", "ne": "!=", "__ne__": "!=",
               "add": "+", "sub": "-", "mul": "*", "div": "/", "matmul": "@", "pow": "**", "__and__": "&", "__or__": "|",
-              "__xor__": "^"}
+              "__xor__": "^", "__floordiv__": "//", "floor_divide": "//"}
+# what an operation does that its sign alone does not say, said where a change replaces it
+_GLOSS = {"__floordiv__": "floor division, which rounds down", "floor_divide": "floor division, which rounds down",
+          "__xor__": "exclusive or: true where exactly one is", "logical_xor": "exclusive or: true where exactly one is"}
 _FUNCTIONS = {"cat", "stack", "outer", "where", *_CREATE}  # said as torch.<name>(...), not as a method
 MOST_INTEGER = 4096  # an integer among recorded arguments that is run again (a dim, a size, a slice's bound)
 MOST_MADE = 1 << 16  # entries of what a changed call may make
@@ -659,9 +679,12 @@ def _run(name: str, args: Sequence[Any], kwargs: Mapping[str, Any], item: int | 
     MOST_MADE entries."""
     if _largest_made(name, args, kwargs) > MOST_MADE:
         return None  # an outer product of two long vectors, a broadcast of a column against a row
+    operation = _RERUN[name]
+    if args and not isinstance(args[0], torch.Tensor) and name not in _CREATE and callable(getattr(torch, name, None)):
+        operation = getattr(torch, name)  # torch.pow(2.0, t): a number first, which no Tensor method takes
     try:
         with quiet(), torch.no_grad():
-            made = _picked(_RERUN[name](*args, **kwargs), item)
+            made = _picked(operation(*args, **kwargs), item)
     except Exception:  # noqa: BLE001 - that change does not run
         return None
     return made if isinstance(made, torch.Tensor) and made.numel() <= MOST_MADE else None
@@ -761,79 +784,186 @@ def _replaced(value: Any, path: tuple, new: Any) -> Any:
 
 
 _ORDINAL = ("first", "second", "third", "fourth")
+# A change to a call, as a function of the call's operation and arguments: the same change, applied to
+# every call that the same line makes (a loop's passes), or None where a call's arguments do not have
+# what it changes
+Change = Callable[[str, list, dict], "tuple[str, list, dict] | None"]
+_MISSING = object()
+
+
+def _get(args: list, kwargs: dict, key: tuple) -> Any:
+    where, k = key
+    if where == "args":
+        return args[k] if k < len(args) else _MISSING
+    return kwargs.get(k, _MISSING)
+
+
+def _put(args: list, kwargs: dict, key: tuple, value: Any) -> tuple[list, dict]:
+    a, k = list(args), dict(kwargs)
+    if key[0] == "args":
+        a[key[1]] = value
+    else:
+        k[key[1]] = value
+    return a, k
+
+
+def _at(value: Any, path: tuple) -> Any:
+    """The part of an argument that ``_integers`` found at ``path``, or _MISSING."""
+    for k in path:
+        if isinstance(value, slice):
+            value = (value.start, value.stop, value.step)
+        if not isinstance(value, (tuple, list)) or k >= len(value):
+            return _MISSING
+        value = value[k]
+    return value
+
+
+def _rank(args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
+    return max((a.dim() for a in _tensors_in((args, kwargs))), default=0) + 1
+
+
+def _integer_changed(key: tuple, path: tuple, delta: int | None, value: int | None) -> Change:
+    """An integer among a call's arguments one more or one less (``delta``: a slice's bound in every
+    pass of a loop, wherever the pass starts), or another axis (``value``)."""
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        whole = _get(args, kwargs, key)
+        number = _at(whole, path)
+        if type(number) is not int:
+            return None
+        new = number + delta if delta is not None else value
+        a, k = _put(args, kwargs, key, _replaced(whole, path, new))
+        if name == "transpose" and len(a) == 3 and _same_axis(a[1], a[2], _rank(a, k) - 1):
+            return None  # a transpose of an axis with itself is no change of the code's to suggest
+        return name, a, k
+    return change
 
 
 def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = frozenset()) \
-        -> Iterator[tuple[str, str, list, dict]]:
-    """The call changed in one thing, with words for the change: an integer among its arguments
-    (a dim, a size, a slice's bound) one more, one less or another axis; two axes of a permute in
-    each other's place; an integer index taking the whole axis (``[:]`` for ``[0]``); an operation
-    one word or sign away (``_SIBLINGS``); keepdim=True for a
-    reduction; its two tensor operands in the other order, or one of them transposed in its last
-    two axes, or given an axis of size 1 at its end, or a pair of tensors (max's values and
-    indices) in place of one, replaced by its first."""
+        -> Iterator[tuple[str, Change, tuple[str, list, dict]]]:
+    """The call changed in one thing, with words for the change, the change itself (to apply to the
+    other calls its line makes) and the changed call: an integer among its arguments (a dim, a size,
+    a slice's bound) one more, one less or another axis; an axis left out of a reduction's tuple of
+    axes; a range shifted by one; a size given an axis of size 1 at its end; two axes of a permute in
+    each other's place; an integer index taking
+    the whole axis (``[:]`` for ``[0]``); an operation one word or sign away (``_SIBLINGS``);
+    keepdim=True for a reduction; its two tensor operands, or the two tensors it joins, in the other
+    order; one operand transposed in its last two axes, or given an axis of size 1 at its end; a pair
+    of tensors (max's values and indices) in place of one, replaced by its first."""
     before = f"`{_said(name, args, kwargs)}`"
-    rank = max((a.dim() for a in _tensors_in((args, kwargs))), default=0) + 1
+    rank = _rank(args, kwargs)
     keys = [("args", k) for k in range(len(args))] + [("kwargs", k) for k in kwargs]
 
-    def get(key: tuple) -> Any:
-        return args[key[1]] if key[0] == "args" else kwargs[key[1]]
-
-    def put(key: tuple, value: Any) -> tuple[list, dict]:
-        a, k = list(args), dict(kwargs)
-        if key[0] == "args":
-            a[key[1]] = value
-        else:
-            k[key[1]] = value
-        return a, k
-
-    def changed(new_name: str, a: list, k: dict) -> tuple[str, str, list, dict]:
-        return f"`{_said(new_name, a, k)}` in place of {before}", new_name, a, k
+    def found(change: Change, words: str | None = None) -> Iterator[tuple[str, Change, tuple[str, list, dict]]]:
+        new = change(name, args, kwargs)
+        if new is not None:
+            gloss = f" ({_GLOSS[name]})" if name in _GLOSS and new[0] != name else ""
+            yield words or f"`{_said(*new)}` in place of {before}{gloss}", change, new
 
     for key in keys:
-        for path, number in _integers(get(key)):
+        for path, number in _integers(_get(args, kwargs, key)):
             others = [number + 1, number - 1] + sorted(range(-rank, rank), key=lambda n: (abs(n - number), n))
             for other in dict.fromkeys(n for n in others if n != number and abs(n) <= MOST_INTEGER):
-                a, k = put(key, _replaced(get(key), path, other))
-                if name == "transpose" and len(a) == 3 and _same_axis(a[1], a[2], rank - 1):
-                    continue  # a transpose of an axis with itself is no change of the code's to suggest
-                yield changed(name, a, k)
+                delta = other - number if abs(other - number) == 1 else None
+                yield from found(_integer_changed(key, path, delta, None if delta is not None else other))
+    if name in _REDUCTIONS:  # an axis too many among those it reduces: dim=(0, -1) for dim=-1
+        for key in keys:
+            dims = _get(args, kwargs, key)
+            if isinstance(dims, (tuple, list)) and 2 <= len(dims) <= 4 and all(type(d) is int for d in dims):
+                for k in range(len(dims)):
+                    def fewer(n: str, a: list, kw: dict, key=key, k=k) -> tuple[str, list, dict] | None:
+                        those = _get(a, kw, key)
+                        if not isinstance(those, (tuple, list)) or len(those) != len(dims):
+                            return None
+                        rest = [d for j, d in enumerate(those) if j != k]
+                        return n, *_put(a, kw, key, rest[0] if len(rest) == 1 else type(those)(rest))
+                    yield from found(fewer)
+    if name == "arange" and len(args) >= 2 and type(args[0]) is int and type(args[1]) is int:
+        for step in (-1, 1):  # the same count of numbers, one earlier or later: counted from 0, not from 1
+            def shifted(n: str, a: list, kw: dict, step=step) -> tuple[str, list, dict] | None:
+                if len(a) < 2 or type(a[0]) is not int or type(a[1]) is not int:
+                    return None
+                return n, [a[0] + step, a[1] + step, *a[2:]], kw
+            new = shifted(name, args, kwargs)
+            yield from found(shifted, f"`{_said(*new)}` in place of {before}: as many numbers, counted from "
+                                      f"{new[1][0]}")
     if name == "__getitem__" and len(args) == 2:  # an index that takes one entry of an axis, taking all of it
-        index = args[1] if isinstance(args[1], tuple) else (args[1],)
-        for k, part in enumerate(index):
+        for k, part in enumerate(args[1] if isinstance(args[1], tuple) else (args[1],)):
             if type(part) is int:
-                whole = index[:k] + (slice(None),) + index[k + 1:]
-                yield changed(name, [args[0], whole if isinstance(args[1], tuple) else whole[0]], kwargs)
+                def whole_axis(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
+                    index = a[1] if len(a) == 2 and isinstance(a[1], tuple) else (a[1],) if len(a) == 2 else ()
+                    if k >= len(index) or type(index[k]) is not int:
+                        return None
+                    whole = index[:k] + (slice(None),) + index[k + 1:]
+                    return n, [a[0], whole if isinstance(a[1], tuple) else whole[0]], kw
+                yield from found(whole_axis)
     if name == "permute":  # two axes of a permutation in each other's place (one change, read as code)
-        order = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else tuple(args[1:])
-        for i in range(len(order)):
-            for j in range(i + 1, len(order)):
-                swapped = list(order)
-                swapped[i], swapped[j] = order[j], order[i]
-                yield changed(name, [args[0], *swapped] if len(args) > 2 else [args[0], type(order)(swapped)], kwargs)
+        def order_of(a: list) -> Sequence[Any]:
+            return a[1] if len(a) == 2 and isinstance(a[1], (tuple, list)) else tuple(a[1:])
+        for i, j in itertools.combinations(range(len(order_of(args))), 2):
+            def swapped_axes(n: str, a: list, kw: dict, i=i, j=j) -> tuple[str, list, dict] | None:
+                order = list(order_of(a))
+                if j >= len(order):
+                    return None
+                order[i], order[j] = order[j], order[i]
+                return n, ([a[0], *order] if len(a) > 2 else [a[0], type(order_of(a))(order)]), kw
+            yield from found(swapped_axes)
+    if name in _CREATE or name in _NEW:  # a size given an axis of size 1 at its end: (B, 1) for (B,)
+        for key in keys:
+            size = _get(args, kwargs, key)
+            if isinstance(size, (tuple, list)) and 1 <= len(size) < 4 and all(type(n) is int for n in size):
+                def column(n: str, a: list, kw: dict, key=key) -> tuple[str, list, dict] | None:
+                    those = _get(a, kw, key)
+                    ok = isinstance(those, (tuple, list)) and all(type(m) is int for m in those)
+                    return (n, *_put(a, kw, key, type(those)([*those, 1]))) if ok else None
+                yield from found(column)
     if name in _REDUCTIONS and kwargs.get("keepdim") is not True and len(args) <= 2:
-        yield changed(name, args, {**kwargs, "keepdim": True})
+        yield from found(lambda n, a, kw: (n, a, {**kw, "keepdim": True}))
     for sibling in _SIBLINGS.get(name, ()):  # an activation in another's place takes none of its keywords
-        yield changed(sibling, *((args[:1], {}) if name in _ACTIVATIONS else (args, kwargs)))
+        yield from found(lambda n, a, kw, sibling=sibling: (sibling, *((a[:1], {}) if n in _ACTIVATIONS else (a, kw))))
     operands = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def tensor_at(a: list, k: int) -> torch.Tensor | None:
+        return a[k] if k < len(a) and isinstance(a[k], torch.Tensor) else None
+
     if len(operands) == 2 and name not in {"masked_fill", "where"}:
         i, j = operands
-        swapped = list(args)
-        swapped[i], swapped[j] = args[j], args[i]
-        yield f"{before} with its two operands in the other order", name, swapped, kwargs
+        def operands_swapped(n: str, a: list, kw: dict) -> tuple[str, list, dict] | None:
+            if tensor_at(a, i) is None or tensor_at(a, j) is None:
+                return None
+            b = list(a)
+            b[i], b[j] = a[j], a[i]
+            return n, b, kw
+        yield from found(operands_swapped, f"{before} with its two operands in the other order")
+    for k, joined in enumerate(args):  # the two tensors that cat or stack joins, in the other order
+        if name in ("cat", "stack") and isinstance(joined, (tuple, list)) and len(joined) == 2:
+            halves = " (its two halves)" if name == "cat" and joined[0].shape == joined[1].shape else ""
+            def joined_swapped(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
+                pair = a[k] if k < len(a) else None
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    return None
+                return n, *_put(a, kw, ("args", k), type(pair)(reversed(pair)))
+            yield from found(joined_swapped, f"{before} with the two tensors it joins{halves} in the other order")
     for place, k in enumerate(operands[:len(_ORDINAL)]):
         which = f"its {_ORDINAL[place]} operand" if len(operands) > 1 else "its input"
         if len(operands) > 1:  # an operand that a reduction made (``reduced``): the axis keepdim=True keeps
             kept = ", the axis that keepdim=True keeps" if k in reduced else ""
-            yield (f"{before} with {which} given an axis of size 1 at its end (`[..., None]`{kept})", name,
-                   *put(("args", k), args[k].unsqueeze(-1)))
+            def column(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
+                t = tensor_at(a, k)
+                return None if t is None else (n, *_put(a, kw, ("args", k), t.unsqueeze(-1)))
+            yield from found(column, f"{before} with {which} given an axis of size 1 at its end (`[..., None]`{kept})")
         if args[k].dim() >= 2:
-            yield (f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)", name,
-                   *put(("args", k), args[k].transpose(-2, -1)))
+            def transposed(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
+                t = tensor_at(a, k)
+                return None if t is None or t.dim() < 2 else (n, *_put(a, kw, ("args", k), t.transpose(-2, -1)))
+            yield from found(transposed, f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)")
     for k, a in enumerate(args):
         if isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a) and k > 0:
-            yield (f"{before} with the first of the pair it is given (of a `max` or `min` along a dim, which "
-                   "gives (values, indices): `.values`)", name, *put(("args", k), a[0]))
+            def first_of_pair(n: str, b: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
+                pair = b[k] if k < len(b) else None
+                ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], torch.Tensor)
+                return (n, *_put(b, kw, ("args", k), pair[0])) if ok else None
+            yield from found(first_of_pair, f"{before} with the first of the pair it is given (of a `max` or `min` "
+                                            "along a dim, which gives (values, indices): `.values`)")
 
 
 def _same_axis(a: Any, b: Any, rank: int) -> bool:
@@ -841,11 +971,11 @@ def _same_axis(a: Any, b: Any, rank: int) -> bool:
 
 
 def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], given: Sequence[torch.Tensor],
-             dtype: torch.dtype) -> Iterator[tuple[str, torch.Tensor, tuple[str, list, dict]]]:
+             dtype: torch.dtype, later_passes: bool = False) -> Iterator[tuple[str, torch.Tensor, Change]]:
     """Each change to a recorded call (``_variants``) that runs and makes something else than the call
-    made (another shape counts: it changes what later calls make), with
-    what it makes and the changed call (its operation and arguments). ``calls``: the calls its
-    arguments refer to; ``made``: what each made."""
+    made (another shape counts: it changes what later calls make; ``later_passes``: or the same, where
+    the change also applies to later calls of its line), with what it makes and the change itself.
+    ``calls``: the calls its arguments refer to; ``made``: what each made."""
     rebuilt = _arguments(call, made, given)
     if rebuilt is None:
         return
@@ -854,83 +984,133 @@ def _changes(call: Call, calls: Sequence[Call], made: Sequence[torch.Tensor], gi
                         and 0 <= item["call"] < len(calls) and calls[item["call"]].what in _REDUCTIONS)
     given_first = rebuilt[0][0] if rebuilt[0] and isinstance(rebuilt[0][0], torch.Tensor) else None
     moves = given_first is not None and not _same_values(call.made, given_first, dtype)  # a layout call that moves values
-    for words, name, a, k in _variants(call.what, *rebuilt, reduced):
+    for words, change, (name, a, k) in _variants(call.what, *rebuilt, reduced):
         out = _run(name, a, k, _item(call))
-        if out is None or out.shape == call.made.shape and torch.equal(out, call.made):
+        if out is None or not later_passes and out.shape == call.made.shape and torch.equal(out, call.made):
             continue
         if name in _LAYOUT and moves and _same_values(out, given_first, dtype):
             continue  # a layout call changed into one that moves nothing (a transpose of an axis of size 1): no change
-        yield words, out, (name, a, k)
+        yield words, out, change
 
 
-def mended(call: Call, calls: Sequence[Call], given: Sequence[torch.Tensor],
-           computed: Mapping[int, Sequence[torch.Tensor]], dtype: torch.dtype) -> str | None:
-    """One change to a recorded call (``_variants``) after which it makes values the reference
-    computes (``computed``), found by running it again, in words; None where no change does, or
-    where the call cannot be run again (an operation the grader does not rerun, arguments that
-    were not recorded as data). ``calls``, ``given``: what the call's recorded arguments refer to."""
+def mended(i: int, calls: Sequence[Call], given: Sequence[torch.Tensor], computed: Mapping[int, Sequence[torch.Tensor]],
+           dtype: torch.dtype, end: int, closer: Callable[[torch.Tensor], bool]) -> str | None:
+    """One change to the line of ``calls[i]`` (``_variants``) after which the call makes values the
+    reference computes (``computed``), found by running it again, in words; None where no change
+    does, or where the call cannot be run again (an operation the grader does not rerun, arguments
+    that were not recorded as data). Values the reference computes elsewhere than at this step (its
+    second half at the place of its first) would mislead: where the calls after it can be run again
+    to ``calls[end]``, the output, the change must bring that ``closer`` to the reference's."""
     made = [c.made for c in calls]
-    return next((words for words, out, _ in _changes(call, calls, made, given, dtype)
-                 if varies(out) and _known(out, computed, dtype)), None)  # one value everywhere matches by chance
+    places, _ = _passes(calls[:end + 1])
+    again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
+    for words, out, change in _changes(calls[i], calls, made, given, dtype):
+        if varies(out) and _known(out, computed, dtype):  # one value everywhere matches by chance
+            result = out if i == end else _replayed(calls, given, i, out, change, again, end)
+            if result is None or closer(result):
+                return words
+    return None
 
 
 MOST_RERUNS = 2000  # operations run again to find one change, earlier in the code, that mends a later result
 
 
-def _replayed(calls: Sequence[Call], given: Sequence[torch.Tensor], changed: Mapping[int, torch.Tensor],
-              end: int) -> torch.Tensor | None:
-    """What ``calls[end]`` makes once the calls in ``changed`` make what it maps them to: every call
-    after them that takes one of them, directly or through another, run again (``_run``); None
-    where one of them cannot be."""
+def _passes(calls: Sequence[Call]) -> tuple[list[tuple], list[int]]:
+    """Which calls one change to a line changes, and which calls one call made. A line's calls
+    follow each other in the record, once per pass (a loop's, a helper's called twice): the k-th
+    call of an operation in a pass is the k-th of the next; the tensors of one call (each chunk of a
+    chunk) are one call. Returns each call's place (its function, line, operation and k; a call of
+    no line of the student's has one of its own) and the index of the call that made it."""
+    places, made_by, counts = [], [], {}
+    for i, call in enumerate(calls):
+        previous = calls[i - 1] if i else None
+        if previous is None or (previous.within, previous.line) != (call.within, call.line):
+            counts = {}
+        a, b = previous and previous.arguments, call.arguments
+        item = _item(call)
+        same_call = previous is not None and item is not None and item > 0 and _item(previous) == item - 1 \
+            and previous.what == call.what and previous.line == call.line \
+            and isinstance(a, dict) and isinstance(b, dict) and {**a, "item": 0} == {**b, "item": 0}
+        if not same_call:
+            counts[call.what] = counts.get(call.what, 0) + 1
+        made_by.append(made_by[-1] if same_call else i)
+        places.append((call.within, call.line, call.what, counts[call.what]) if call.line > 0 else ("", 0, made_by[-1]))
+    return places, made_by
+
+
+def _replayed(calls: Sequence[Call], given: Sequence[torch.Tensor], start: int, out: torch.Tensor, change: Change,
+              changed: Sequence[int], end: int) -> torch.Tensor | None:
+    """What ``calls[end]`` makes once ``calls[start]`` makes ``out`` and each of ``changed`` (later calls
+    of the same line) runs with the same change: every call after it that takes one of them,
+    directly or through another, run again (``_run``); None where one of them cannot be."""
     made = [call.made for call in calls]
-    for index, value in changed.items():
-        made[index] = value
-    touched = set(changed)
-    for j in range(min(changed) + 1, end + 1):
-        if j in touched or touched.isdisjoint(calls[j].takes):
+    made[start] = out
+    touched = {start}
+    for j in range(start + 1, end + 1):
+        if j not in changed and touched.isdisjoint(calls[j].takes):
             continue
         rebuilt = _arguments(calls[j], made, given)
-        out = rebuilt and _run(calls[j].what, *rebuilt, _item(calls[j]))
-        if out is None:
+        call = rebuilt and (change(calls[j].what, *rebuilt) if j in changed else (calls[j].what, *rebuilt))
+        made[j] = call and _run(*call, _item(calls[j]))
+        if made[j] is None:
             return None
-        made[j] = out
         touched.add(j)
     return made[end] if end in touched else None
 
 
-def _siblings(calls: Sequence[Call], i: int) -> list[int]:
-    """The calls that one call made together with calls[i] (each chunk of a chunk), calls[i] included."""
-    def same(j: int) -> bool:
-        a, b = calls[i].arguments, calls[j].arguments
-        return isinstance(a, dict) and isinstance(b, dict) and calls[j].what == calls[i].what \
-            and calls[j].line == calls[i].line and {**a, "item": 0} == {**b, "item": 0} and _item(calls[j]) is not None
-    if _item(calls[i]) is None:
-        return [i]
-    start = i - _item(calls[i])
-    return [j for j in range(max(start, 0), len(calls)) if same(j) and _item(calls[j]) == j - start]
+def _swaps(calls: Sequence[Call], i: int, places: Sequence[tuple], made: Sequence[torch.Tensor],
+           given: Sequence[torch.Tensor], end: int) -> Iterator[tuple[str, torch.Tensor, Change, list[int]]]:
+    """Two calls of one line, operations one word apart (``_SIBLINGS``) made with the same arguments,
+    each in the other's place (`c, s = x.cos(), x.sin()` where the code means the other way round):
+    the words, what calls[i] then makes, the change and the later calls it changes (the other one,
+    and both in every later pass)."""
+    for j in range(i + 1, end + 1):
+        pair = {calls[i].what: calls[j].what, calls[j].what: calls[i].what}
+        if places[j][:2] != places[i][:2] or calls[j].arguments != calls[i].arguments \
+                or calls[j].what not in _SIBLINGS.get(calls[i].what, ()) \
+                or calls[i].what not in _SIBLINGS.get(calls[j].what, ()):
+            continue
+        rebuilt = _arguments(calls[i], made, given)
+        out = rebuilt and _run(calls[j].what, *rebuilt, _item(calls[i]))
+        if out is None:
+            continue
+        words = (f"`{_said(calls[i].what, *rebuilt)}` and `{_said(calls[j].what, *rebuilt)}` swapped, each in the "
+                 "other's place")
+        again = [k for k in range(i + 1, end + 1) if places[k] in (places[i], places[j])]
+        yield words, out, (lambda n, a, kw: (pair[n], a, kw) if n in pair else None), again
 
 
 def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: int, right: Callable[[torch.Tensor], bool],
                    dtype: torch.dtype) -> tuple[int, str] | None:
-    """The first of the calls that ``calls[end]`` is made from (itself included) and one change to
-    it after which ``calls[end]``, the calls between them run again, makes a value that is
-    ``right``: (its index, the change in words); None where none does within MOST_RERUNS."""
+    """The first of the calls that ``calls[end]`` is made from (itself included; those that make one
+    value everywhere after the others) and one change to its line after which ``calls[end]``, the calls between them run again, makes a value that is
+    ``right``: (its index, the change in words); None where none does within MOST_RERUNS. A change to
+    a line changes every call that line makes after it (``_passes``): each pass of a loop, each chunk;
+    two of its calls may change places (``_swaps``)."""
     needed = {end}
     for i in reversed(range(end + 1)):
         if i in needed:
             needed.update(calls[i].takes)
-    made, budget = [call.made for call in calls], MOST_RERUNS
-    for i in sorted(needed):
-        for words, out, (name, a, k) in _changes(calls[i], calls, made, given, dtype):
+    places, made_by = _passes(calls[:end + 1])
+    made, budget, tried = [call.made for call in calls], MOST_RERUNS, set()
+    # a call that makes one value everywhere (a tensor of zeros, a fill) last: changing its shape or value can
+    # make up for a mistake elsewhere (a maximum over every row, one shift that softmax cancels)
+    for i in sorted(needed, key=lambda i: (not varies(calls[i].made), i)):
+        if places[i] in tried:
+            continue
+        tried.add(places[i])
+        again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
+        changes = itertools.chain(((words, out, change, again) for words, out, change
+                                   in _changes(calls[i], calls, made, given, dtype, later_passes=bool(again))),
+                                  _swaps(calls, i, places, made, given, end))
+        for words, out, change, changed in changes:
             budget -= 1 + end - i
             if budget < 0:
                 return None
-            changed = {j: out if j == i else _run(name, a, k, _item(calls[j])) for j in _siblings(calls, i)}
-            if any(value is None for value in changed.values()):
-                continue
-            result = out if i == end else _replayed(calls, given, changed, end)
+            result = out if i == end else _replayed(calls, given, i, out, change, changed, end)
             if result is not None and varies(result) and right(result):
-                return i, words
+                passes = len({made_by[j] for j in (i, *changed) if places[j] == places[i]})
+                return i, words + (", each time the line runs" if passes > 1 else "")
     return None
 
 
