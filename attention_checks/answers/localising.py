@@ -838,132 +838,194 @@ def _integer_changed(key: tuple, path: tuple, delta: int | None, value: int | No
     return change
 
 
-def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = frozenset()) \
-        -> Iterator[tuple[str, Change, tuple[str, list, dict]]]:
-    """The call changed in one thing, with words for the change, the change itself (to apply to the
-    other calls its line makes) and the changed call: an integer among its arguments (a dim, a size,
-    a slice's bound) one more, one less or another axis; an axis left out of a reduction's tuple of
-    axes; a range shifted by one; a size given an axis of size 1 at its end; two axes of a permute in
-    each other's place; an integer index taking
-    the whole axis (``[:]`` for ``[0]``); an operation one word or sign away (``_SIBLINGS``);
-    keepdim=True for a reduction; its two tensor operands, or the two tensors it joins, in the other
-    order; one operand transposed in its last two axes, or given an axis of size 1 at its end; a pair
-    of tensors (max's values and indices) in place of one, replaced by its first."""
-    before = f"`{_said(name, args, kwargs)}`"
+# Each kind of change yields (the change, its words or None): None where the changed call, as code,
+# says it ("`.sum(dim=1)` in place of `.sum(dim=0)`"); words where the code alone would not show it.
+Kind = Iterator[tuple[Change, "str | None"]]
+
+
+def _number_changes(name: str, args: list, kwargs: dict, before: str) -> Kind:
+    """An integer among the call's arguments (a dim, a size, a slice's bound) one more, one less or
+    another axis; an axis left out of a reduction's tuple of axes (dim=-1 for dim=(0, -1)); a range
+    one earlier or later (counted from 0, not from 1); a size given an axis of size 1 at its end
+    ((B, 1) for (B,))."""
     rank = _rank(args, kwargs)
     keys = [("args", k) for k in range(len(args))] + [("kwargs", k) for k in kwargs]
-
-    def found(change: Change, words: str | None = None) -> Iterator[tuple[str, Change, tuple[str, list, dict]]]:
-        new = change(name, args, kwargs)
-        if new is not None:
-            gloss = f" ({_GLOSS[name]})" if name in _GLOSS and new[0] != name else ""
-            yield words or f"`{_said(*new)}` in place of {before}{gloss}", change, new
-
     for key in keys:
         for path, number in _integers(_get(args, kwargs, key)):
             others = [number + 1, number - 1] + sorted(range(-rank, rank), key=lambda n: (abs(n - number), n))
             for other in dict.fromkeys(n for n in others if n != number and abs(n) <= MOST_INTEGER):
                 delta = other - number if abs(other - number) == 1 else None
-                yield from found(_integer_changed(key, path, delta, None if delta is not None else other))
-    if name in _REDUCTIONS:  # an axis too many among those it reduces: dim=(0, -1) for dim=-1
-        for key in keys:
-            dims = _get(args, kwargs, key)
-            if isinstance(dims, (tuple, list)) and 2 <= len(dims) <= 4 and all(type(d) is int for d in dims):
-                for k in range(len(dims)):
-                    def fewer(n: str, a: list, kw: dict, key=key, k=k) -> tuple[str, list, dict] | None:
-                        those = _get(a, kw, key)
-                        if not isinstance(those, (tuple, list)) or len(those) != len(dims):
-                            return None
-                        rest = [d for j, d in enumerate(those) if j != k]
-                        return n, *_put(a, kw, key, rest[0] if len(rest) == 1 else type(those)(rest))
-                    yield from found(fewer)
+                yield _integer_changed(key, path, delta, None if delta is not None else other), None
+    for key in keys:
+        value = _get(args, kwargs, key)
+        if not isinstance(value, (tuple, list)) or not all(type(n) is int for n in value):
+            continue
+        if name in _REDUCTIONS and 2 <= len(value) <= 4:
+            for k in range(len(value)):
+                yield _axis_left_out(key, k, len(value)), None
+        if (name in _CREATE or name in _NEW) and 1 <= len(value) < 4:
+            yield _column_size(key), None
     if name == "arange" and len(args) >= 2 and type(args[0]) is int and type(args[1]) is int:
-        for step in (-1, 1):  # the same count of numbers, one earlier or later: counted from 0, not from 1
-            def shifted(n: str, a: list, kw: dict, step=step) -> tuple[str, list, dict] | None:
-                if len(a) < 2 or type(a[0]) is not int or type(a[1]) is not int:
-                    return None
-                return n, [a[0] + step, a[1] + step, *a[2:]], kw
-            new = shifted(name, args, kwargs)
-            yield from found(shifted, f"`{_said(*new)}` in place of {before}: as many numbers, counted from "
-                                      f"{new[1][0]}")
-    if name == "__getitem__" and len(args) == 2:  # an index that takes one entry of an axis, taking all of it
+        for step in (-1, 1):
+            change = _range_shifted(step)
+            shifted = change(name, args, kwargs)
+            yield change, f"`{_said(*shifted)}` in place of {before}: as many numbers, counted from {shifted[1][0]}"
+
+
+def _axis_left_out(key: tuple, k: int, count: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        dims = _get(args, kwargs, key)
+        if not isinstance(dims, (tuple, list)) or len(dims) != count:
+            return None
+        rest = [d for j, d in enumerate(dims) if j != k]
+        return name, *_put(args, kwargs, key, rest[0] if len(rest) == 1 else type(dims)(rest))
+    return change
+
+
+def _column_size(key: tuple) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        size = _get(args, kwargs, key)
+        ok = isinstance(size, (tuple, list)) and all(type(n) is int for n in size)
+        return (name, *_put(args, kwargs, key, type(size)([*size, 1]))) if ok else None
+    return change
+
+
+def _range_shifted(step: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        if len(args) < 2 or type(args[0]) is not int or type(args[1]) is not int:
+            return None
+        return name, [args[0] + step, args[1] + step, *args[2:]], kwargs
+    return change
+
+
+def _axis_changes(name: str, args: list, kwargs: dict) -> Kind:
+    """An integer index taking its whole axis ([:] for [0]); two axes of a permute in each other's
+    place; keepdim=True for a reduction."""
+    if name == "__getitem__" and len(args) == 2:
         for k, part in enumerate(args[1] if isinstance(args[1], tuple) else (args[1],)):
             if type(part) is int:
-                def whole_axis(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
-                    index = a[1] if len(a) == 2 and isinstance(a[1], tuple) else (a[1],) if len(a) == 2 else ()
-                    if k >= len(index) or type(index[k]) is not int:
-                        return None
-                    whole = index[:k] + (slice(None),) + index[k + 1:]
-                    return n, [a[0], whole if isinstance(a[1], tuple) else whole[0]], kw
-                yield from found(whole_axis)
-    if name == "permute":  # two axes of a permutation in each other's place (one change, read as code)
-        def order_of(a: list) -> Sequence[Any]:
-            return a[1] if len(a) == 2 and isinstance(a[1], (tuple, list)) else tuple(a[1:])
-        for i, j in itertools.combinations(range(len(order_of(args))), 2):
-            def swapped_axes(n: str, a: list, kw: dict, i=i, j=j) -> tuple[str, list, dict] | None:
-                order = list(order_of(a))
-                if j >= len(order):
-                    return None
-                order[i], order[j] = order[j], order[i]
-                return n, ([a[0], *order] if len(a) > 2 else [a[0], type(order_of(a))(order)]), kw
-            yield from found(swapped_axes)
-    if name in _CREATE or name in _NEW:  # a size given an axis of size 1 at its end: (B, 1) for (B,)
-        for key in keys:
-            size = _get(args, kwargs, key)
-            if isinstance(size, (tuple, list)) and 1 <= len(size) < 4 and all(type(n) is int for n in size):
-                def column(n: str, a: list, kw: dict, key=key) -> tuple[str, list, dict] | None:
-                    those = _get(a, kw, key)
-                    ok = isinstance(those, (tuple, list)) and all(type(m) is int for m in those)
-                    return (n, *_put(a, kw, key, type(those)([*those, 1]))) if ok else None
-                yield from found(column)
+                yield _whole_axis(k), None
+    if name == "permute":
+        for i, j in itertools.combinations(range(len(_order(args))), 2):
+            yield _axes_swapped(i, j), None
     if name in _REDUCTIONS and kwargs.get("keepdim") is not True and len(args) <= 2:
-        yield from found(lambda n, a, kw: (n, a, {**kw, "keepdim": True}))
-    for sibling in _SIBLINGS.get(name, ()):  # an activation in another's place takes none of its keywords
-        yield from found(lambda n, a, kw, sibling=sibling: (sibling, *((a[:1], {}) if n in _ACTIVATIONS else (a, kw))))
+        yield (lambda n, a, kw: (n, a, {**kw, "keepdim": True})), None
+
+
+def _whole_axis(k: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        if len(args) != 2:
+            return None
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        if k >= len(index) or type(index[k]) is not int:
+            return None
+        whole = index[:k] + (slice(None),) + index[k + 1:]
+        return name, [args[0], whole if isinstance(args[1], tuple) else whole[0]], kwargs
+    return change
+
+
+def _order(args: list) -> Sequence[Any]:
+    """A permute's order of axes, given as one sequence or as its arguments."""
+    return args[1] if len(args) == 2 and isinstance(args[1], (tuple, list)) else tuple(args[1:])
+
+
+def _axes_swapped(i: int, j: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        order = list(_order(args))
+        if j >= len(order):
+            return None
+        order[i], order[j] = order[j], order[i]
+        return name, ([args[0], *order] if len(args) > 2 else [args[0], type(_order(args))(order)]), kwargs
+    return change
+
+
+def _operation_changes(name: str) -> Kind:
+    """An operation one word or sign away (``_SIBLINGS``; an activation in another's place takes none
+    of its keywords)."""
+    for sibling in _SIBLINGS.get(name, ()):
+        yield (lambda n, a, kw, sibling=sibling: (sibling, *((a[:1], {}) if n in _ACTIVATIONS else (a, kw)))), None
+
+
+def _operand_changes(name: str, args: list, kwargs: dict, before: str, reduced: frozenset[int]) -> Kind:
+    """The call's two tensor operands, or the two tensors that cat or stack joins, in the other order;
+    one operand given an axis of size 1 at its end (``reduced``: operands a reduction made, whose
+    axis keepdim=True keeps) or transposed in its last two axes; a (values, indices) pair in place of
+    one tensor, replaced by its first."""
     operands = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor)]
-
-    def tensor_at(a: list, k: int) -> torch.Tensor | None:
-        return a[k] if k < len(a) and isinstance(a[k], torch.Tensor) else None
-
     if len(operands) == 2 and name not in {"masked_fill", "where"}:
-        i, j = operands
-        def operands_swapped(n: str, a: list, kw: dict) -> tuple[str, list, dict] | None:
-            if tensor_at(a, i) is None or tensor_at(a, j) is None:
-                return None
-            b = list(a)
-            b[i], b[j] = a[j], a[i]
-            return n, b, kw
-        yield from found(operands_swapped, f"{before} with its two operands in the other order")
-    for k, joined in enumerate(args):  # the two tensors that cat or stack joins, in the other order
+        yield _operands_swapped(*operands), f"{before} with its two operands in the other order"
+    for k, joined in enumerate(args):
         if name in ("cat", "stack") and isinstance(joined, (tuple, list)) and len(joined) == 2:
             halves = " (its two halves)" if name == "cat" and joined[0].shape == joined[1].shape else ""
-            def joined_swapped(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
-                pair = a[k] if k < len(a) else None
-                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                    return None
-                return n, *_put(a, kw, ("args", k), type(pair)(reversed(pair)))
-            yield from found(joined_swapped, f"{before} with the two tensors it joins{halves} in the other order")
+            yield _joined_swapped(k), f"{before} with the two tensors it joins{halves} in the other order"
     for place, k in enumerate(operands[:len(_ORDINAL)]):
         which = f"its {_ORDINAL[place]} operand" if len(operands) > 1 else "its input"
-        if len(operands) > 1:  # an operand that a reduction made (``reduced``): the axis keepdim=True keeps
+        if len(operands) > 1:
             kept = ", the axis that keepdim=True keeps" if k in reduced else ""
-            def column(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
-                t = tensor_at(a, k)
-                return None if t is None else (n, *_put(a, kw, ("args", k), t.unsqueeze(-1)))
-            yield from found(column, f"{before} with {which} given an axis of size 1 at its end (`[..., None]`{kept})")
+            yield (_operand_changed(k, lambda t: t.unsqueeze(-1)),
+                   f"{before} with {which} given an axis of size 1 at its end (`[..., None]`{kept})")
         if args[k].dim() >= 2:
-            def transposed(n: str, a: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
-                t = tensor_at(a, k)
-                return None if t is None or t.dim() < 2 else (n, *_put(a, kw, ("args", k), t.transpose(-2, -1)))
-            yield from found(transposed, f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)")
+            yield (_operand_changed(k, lambda t: t.transpose(-2, -1) if t.dim() >= 2 else None),
+                   f"{before} with {which}'s last two axes swapped (`.transpose(-2, -1)`)")
     for k, a in enumerate(args):
-        if isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a) and k > 0:
-            def first_of_pair(n: str, b: list, kw: dict, k=k) -> tuple[str, list, dict] | None:
-                pair = b[k] if k < len(b) else None
-                ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], torch.Tensor)
-                return (n, *_put(b, kw, ("args", k), pair[0])) if ok else None
-            yield from found(first_of_pair, f"{before} with the first of the pair it is given (of a `max` or `min` "
-                                            "along a dim, which gives (values, indices): `.values`)")
+        if k > 0 and isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(t, torch.Tensor) for t in a):
+            yield _first_of_pair(k), (f"{before} with the first of the pair it is given (of a `max` or `min` along "
+                                      "a dim, which gives (values, indices): `.values`)")
+
+
+def _tensor_at(args: list, k: int) -> torch.Tensor | None:
+    return args[k] if k < len(args) and isinstance(args[k], torch.Tensor) else None
+
+
+def _operands_swapped(i: int, j: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        if _tensor_at(args, i) is None or _tensor_at(args, j) is None:
+            return None
+        swapped = list(args)
+        swapped[i], swapped[j] = args[j], args[i]
+        return name, swapped, kwargs
+    return change
+
+
+def _joined_swapped(k: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        pair = args[k] if k < len(args) else None
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            return None
+        return name, *_put(args, kwargs, ("args", k), type(pair)(reversed(pair)))
+    return change
+
+
+def _operand_changed(k: int, how: Callable[[torch.Tensor], "torch.Tensor | None"]) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        t = _tensor_at(args, k)
+        new = None if t is None else how(t)
+        return None if new is None else (name, *_put(args, kwargs, ("args", k), new))
+    return change
+
+
+def _first_of_pair(k: int) -> Change:
+    def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
+        pair = args[k] if k < len(args) else None
+        ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], torch.Tensor)
+        return (name, *_put(args, kwargs, ("args", k), pair[0])) if ok else None
+    return change
+
+
+def _variants(name: str, args: list, kwargs: dict, reduced: frozenset[int] = frozenset()) \
+        -> Iterator[tuple[str, Change, tuple[str, list, dict]]]:
+    """The call changed in one thing, each kind of change in turn (numbers, axes, the operation, the
+    operands), with words for the change, the change itself (to apply to the other calls its line
+    makes) and the changed call."""
+    before = f"`{_said(name, args, kwargs)}`"
+    kinds = itertools.chain(_number_changes(name, args, kwargs, before), _axis_changes(name, args, kwargs),
+                            _operation_changes(name),
+                            _operand_changes(name, args, kwargs, before, reduced))
+    for change, words in kinds:
+        new = change(name, args, kwargs)
+        if new is not None:
+            gloss = f" ({_GLOSS[name]})" if name in _GLOSS and new[0] != name else ""
+            yield words or f"`{_said(*new)}` in place of {before}{gloss}", change, new
 
 
 def _same_axis(a: Any, b: Any, rank: int) -> bool:

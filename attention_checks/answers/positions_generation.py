@@ -277,8 +277,10 @@ def _sample_mistakes(x: Inputs, spec: Spec, expected) -> dict[str, Mistake]:
     found["argmax"] = _of_sample_next("You take the most probable token: draw one with torch.multinomial(probs, 1, "
                                       "generator=generator) from next_token_distribution's probabilities.",
                                       dict(tokens=distribution(logits, **filters).argmax(-1)))
-    found["filters ignored"] = _of_sample_next("Your tokens are drawn from the plain softmax of the logits: draw from "
-                                               "next_token_distribution(logits, temperature, top_k, top_p).",
+    # (also what top_k passed where top_p goes gives, top_p None: a top-p of 1 or more keeps every token)
+    found["filters ignored"] = _of_sample_next("Your tokens are drawn from the plain softmax of the logits, unfiltered: "
+                                               "draw from next_token_distribution(logits, temperature, top_k, top_p), "
+                                               "its arguments in this order.",
                                                dict(tokens=_draw(logits.softmax(-1), x)))
     found["generator ignored"] = _not_the_generators_draws(distribution(logits, **filters))  # last: the others first
     return found
