@@ -274,6 +274,10 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         self._given_index: dict[int, int] = {}  # id(tensor) -> its place in self.given
         self._given_elements = 0
         self._kept: list[torch.Tensor] = []  # the tensors themselves: their ids stay theirs while recording
+        # ids of tensors that calls not the code's own made once the code had begun (a given model's output);
+        # a given tensor among them is marked "unseen": what it holds may depend on the code's earlier steps
+        self._out_of_sight: set[int] = set()
+        self._unseen: set[int] = set()  # their places in self.given
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -303,6 +307,8 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
         takes = self._takes(args, kwargs)
         where = self._line() if self.lines else (0, "", "")
         if where is None:
+            if self.calls:
+                self._out_of_sight.update(id(t) for t in tensors)
             return
         line, code, within = where
         self.failed = None  # the code went on after a call that raised: that one did not end the case
@@ -344,9 +350,12 @@ class CallRecorder(torch.overrides.TorchFunctionMode):
                     raise _NotPlain
                 self._given_elements += value.numel()
                 self._given_index[id(value)] = len(self.given)
+                if id(value) in self._out_of_sight:
+                    self._unseen.add(len(self.given))
                 self._kept.append(value)
                 self.given.append(value.detach().clone())
-            return {"given": self._given_index[id(value)]}
+            index = self._given_index[id(value)]
+            return {"given": index, "unseen": True} if index in self._unseen else {"given": index}
         if value is None or isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 20):
             return {"plain": value}
         if isinstance(value, float):

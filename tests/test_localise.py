@@ -679,6 +679,10 @@ def test_one_change_is_found_where_no_line_can_be_said_to_leave_the_references_v
     # the two halves that cat joins, in the other order
     ("apply_rope", "torch.cat((a * c - b * s, a * s + b * c), dim=-1)", "torch.cat((a * s + b * c, a * c - b * s), dim=-1)",
      "with the two tensors it joins (its two halves) in the other order"),
+    # a change whose effect runs through a given model (out of the recorder's sight): said where it makes the
+    # reference's values, since the calls after it cannot be run again without the model
+    ("greedy_decode", "torch.cat([generated, best[:, None]], dim=1)", "torch.cat((best.unsqueeze(-1), generated), 1)",
+     "Changed in one thing, it makes the reference's values: `torch.cat((…, …), 1)` with the two tensors it joins"),
     # exclusive or for or, said with what it does
     ("merge_masks", "padding | attn_mask", "torch.logical_xor(padding, attn_mask)",
      "`.logical_or(…)` in place of `.logical_xor(…)` (exclusive or: true where exactly one is)"),
@@ -706,14 +710,27 @@ def test_a_change_that_makes_values_the_reference_makes_elsewhere_is_not_said_wh
     assert "`… + …` in place of `… - …`" not in found, found
 
 
+def test_no_change_is_said_whose_effect_runs_through_a_given_model(monkeypatch):
+    """greedy_decode's tokens go through the given model, whose calls are out of the record's sight:
+    run again, the calls after a change to the start token still take the model's old scores, and
+    a start token of 0 would seem to make the output the reference's. The recorder marks those
+    scores, and no change before them is said to make the output right."""
+    student = _model_with("greedy_decode", "torch.cat([generated, best[:, None]], dim=1)",
+                          "torch.cat((best.unsqueeze(-1), generated), 1)")
+    monkeypatch.setattr(localising, "mended", lambda *args, **kwargs: None)  # the change at the line itself aside
+    found = _finding("greedy_decode", student) or ""
+    assert "(`generated = torch.cat((best.unsqueeze(-1), generated), 1)" in found, found
+    assert "in place of `torch.full(" not in found, found
+
+
 def test_no_change_is_said_where_none_mends_the_line():
     """A mistake that no one change to its call undoes (a half added to the exponentials: numbers that
     are not integers are never changed) gets the line, and no change; one that a change undoes gets it
-    (twice the scores: once, which makes the output the reference's)."""
+    (twice the scores: once)."""
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = shifted.exp() + 0.5")) or ""
     assert "(`exps = shifted.exp() + 0.5" in found and "reference's values: " not in found, found
     found = _finding("softmax", _model_with("softmax", "exps = shifted.exp()", "exps = (2 * shifted).exp()")) or ""
-    assert "With one change to it, your output is the reference's: `… * 1` in place of `… * 2`." in found, found
+    assert "Changed in one thing, it makes the reference's values: `… * 1` in place of `… * 2`." in found, found
 
 
 def test_a_recorded_call_is_run_again_only_as_an_operation_the_grader_allows():

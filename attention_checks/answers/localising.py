@@ -496,10 +496,12 @@ def _first_line_said(calls: Sequence[Call], last: int, computed: Mapping[int, Se
         if i in needed:
             needed.update(calls[i].takes)
     first = next((i for i in sorted(needed) if informative[i] and not leads_to_right[i]), None)
-    # a change that makes the output the reference's first; else one that makes the first wrong line's values
-    # the reference's (which may be values the reference makes elsewhere: weaker)
-    earlier = mend_earlier()
-    change = mend(first) if earlier is None and first is not None and calls[first].line > 0 else None
+    # a change to the first wrong line that makes values the reference computes there, and brings the output
+    # closer to the reference's where the calls after it can say (``mend``); else one change to a line the
+    # output is made from that makes the output the reference's, run again through every call after it, which
+    # cannot see what code out of the record's sight (a given model) would make of the change
+    change = mend(first) if first is not None and calls[first].line > 0 else None
+    earlier = None if change else mend_earlier()
     anchored = first is not None and any(i < first and informative[i] and _known(calls[i].made, computed, dtype)
                                          for i in needed)
     if first is None or calls[first].line <= 0 or not (anchored or shows_steps or change):
@@ -1062,16 +1064,40 @@ def mended(i: int, calls: Sequence[Call], given: Sequence[torch.Tensor], compute
     does, or where the call cannot be run again (an operation the grader does not rerun, arguments
     that were not recorded as data). Values the reference computes elsewhere than at this step (its
     second half at the place of its first) would mislead: where the calls after it can be run again
-    to ``calls[end]``, the output, the change must bring that ``closer`` to the reference's."""
+    to ``calls[end]``, the output, the change must bring that ``closer`` to the reference's (not where
+    they take tensors made out of the record's sight after it: those would change too)."""
     made = [c.made for c in calls]
     places, _ = _passes(calls[:end + 1])
     again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
+    unseen = _out_of_sight_after(calls, i, end)
     for words, out, change in _changes(calls[i], calls, made, given, dtype):
         if varies(out) and _known(out, computed, dtype):  # one value everywhere matches by chance
-            result = out if i == end else _replayed(calls, given, i, out, change, again, end)
+            result = out if i == end else None if unseen else _replayed(calls, given, i, out, change, again, end)
             if result is None or closer(result):
                 return words
     return None
+
+
+def _unseen_in(data: Any) -> Iterator[int]:
+    """The given tensors a call's recorded arguments refer to that code out of the record's sight made
+    once the code had begun (``CallRecorder``: "unseen"), by their place among ``Ladder.given``."""
+    if isinstance(data, dict):
+        if type(data.get("given")) is int and data.get("unseen") is True:
+            yield data["given"]
+        for value in data.values():
+            yield from _unseen_in(value)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _unseen_in(value)
+
+
+def _out_of_sight_after(calls: Sequence[Call], i: int, end: int) -> bool:
+    """Whether a call after calls[i], up to calls[end], takes a tensor made out of the record's sight
+    that no call up to calls[i] took (a given model's scores of the tokens so far): those calls, run
+    again with a change to calls[i], cannot say what the output would be, since that tensor may
+    change with it."""
+    met = {g for call in calls[:i + 1] for g in _unseen_in(call.arguments)}
+    return any(set(_unseen_in(call.arguments)) - met for call in calls[i + 1:end + 1])
 
 
 MOST_RERUNS = 2000  # operations run again to find one change, earlier in the code, that mends a later result
@@ -1161,6 +1187,8 @@ def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: in
         if places[i] in tried:
             continue
         tried.add(places[i])
+        if _out_of_sight_after(calls, i, end):
+            continue  # the calls after it cannot tell what a change to it makes of the output
         again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
         changes = itertools.chain(((words, out, change, again) for words, out, change
                                    in _changes(calls[i], calls, made, given, dtype, later_passes=bool(again))),
