@@ -888,9 +888,13 @@ def localised(check: "Check", ladder: Ladder | None, quoting: Quoting = AS_IS) -
         case = judged(check, check.axes.cases()[index], REFERENCES)
         return case, lambda: answer_for(check).reference(case.x, case.spec)
 
+    @functools.cache
+    def sizes(index: int) -> frozenset[int]:  # a case's own numbers, once for all its calls
+        return at(index)[0].sizes
+
     def quoted(call: Call, index: int) -> Call:
         return replace(call, code=quoting.line(call.code), within=quoting.function(call.within),
-                       arguments=quoting.arguments(call.arguments, at(index)[0].sizes))
+                       arguments=quoting.arguments(call.arguments, sizes(index)))
 
     ladder = replace(ladder, calls=[[quoted(call, index) for call in calls] for index, calls in enumerate(ladder.calls)],
                      failed=[call and quoted(call, index) for index, call in enumerate(ladder.failed)])

@@ -423,8 +423,10 @@ def first_call_that_differs(calls: Sequence[Call], outcome: Outcome, case: "Judg
                                       equal_nan=True, **tolerance(dtype)).sum())
                     for v in outputs if v.numel() == value.numel()), default=0)
 
+    right_now = in_place(output)
+
     def closer(result: torch.Tensor) -> bool:  # of one number, nothing to count: a replay may miss Python's
-        return output.numel() == 1 or in_place(result) > in_place(output)  # arithmetic on sizes (x.numel() - 1)
+        return output.numel() == 1 or in_place(result) > right_now  # arithmetic on sizes (x.numel() - 1)
 
     def mend(first: int) -> str | None:
         return mended(first, calls, given, computed, dtype, end, closer)
@@ -989,12 +991,15 @@ def _operands_swapped(i: int, j: int) -> Change:
     return change
 
 
+def _pair_at(args: list, k: int) -> Sequence[Any] | None:
+    pair = args[k] if k < len(args) else None
+    return pair if isinstance(pair, (tuple, list)) and len(pair) == 2 else None
+
+
 def _joined_swapped(k: int) -> Change:
     def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
-        pair = args[k] if k < len(args) else None
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            return None
-        return name, *_put(args, kwargs, ("args", k), type(pair)(reversed(pair)))
+        pair = _pair_at(args, k)
+        return None if pair is None else (name, *_put(args, kwargs, ("args", k), type(pair)(reversed(pair))))
     return change
 
 
@@ -1008,8 +1013,8 @@ def _operand_changed(k: int, how: Callable[[torch.Tensor], "torch.Tensor | None"
 
 def _first_of_pair(k: int) -> Change:
     def change(name: str, args: list, kwargs: dict) -> tuple[str, list, dict] | None:
-        pair = args[k] if k < len(args) else None
-        ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], torch.Tensor)
+        pair = _pair_at(args, k)
+        ok = pair is not None and isinstance(pair[0], torch.Tensor)
         return (name, *_put(args, kwargs, ("args", k), pair[0])) if ok else None
     return change
 
@@ -1065,11 +1070,11 @@ def mended(i: int, calls: Sequence[Call], given: Sequence[torch.Tensor], compute
     that were not recorded as data). Values the reference computes elsewhere than at this step (its
     second half at the place of its first) would mislead: where the calls after it can be run again
     to ``calls[end]``, the output, the change must bring that ``closer`` to the reference's (not where
-    they take tensors made out of the record's sight after it: those would change too)."""
+    they take tensors made out of the record's sight after it, ``_out_of_sight``: those would change too)."""
     made = [c.made for c in calls]
     places, _ = _passes(calls[:end + 1])
     again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
-    unseen = _out_of_sight_after(calls, i, end)
+    unseen = any(i < k <= end for k in _out_of_sight(calls))
     for words, out, change in _changes(calls[i], calls, made, given, dtype):
         if varies(out) and _known(out, computed, dtype):  # one value everywhere matches by chance
             result = out if i == end else None if unseen else _replayed(calls, given, i, out, change, again, end)
@@ -1091,13 +1096,16 @@ def _unseen_in(data: Any) -> Iterator[int]:
             yield from _unseen_in(value)
 
 
-def _out_of_sight_after(calls: Sequence[Call], i: int, end: int) -> bool:
-    """Whether a call after calls[i], up to calls[end], takes a tensor made out of the record's sight
-    that no call up to calls[i] took (a given model's scores of the tokens so far): those calls, run
-    again with a change to calls[i], cannot say what the output would be, since that tensor may
-    change with it."""
-    met = {g for call in calls[:i + 1] for g in _unseen_in(call.arguments)}
-    return any(set(_unseen_in(call.arguments)) - met for call in calls[i + 1:end + 1])
+def _out_of_sight(calls: Sequence[Call]) -> list[int]:
+    """Where the record first meets each tensor that code out of its sight made (a given model's
+    scores of the tokens so far): the first call that takes it. The calls after a change to calls[i],
+    run again, cannot say what the output would be where one of these lies after i: that tensor
+    may change with it."""
+    first: dict[int, int] = {}
+    for k, call in enumerate(calls):
+        for g in _unseen_in(call.arguments):
+            first.setdefault(g, k)
+    return sorted(first.values())
 
 
 MOST_RERUNS = 2000  # operations run again to find one change, earlier in the code, that mends a later result
@@ -1180,6 +1188,7 @@ def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: in
         if i in needed:
             needed.update(calls[i].takes)
     places, made_by = _passes(calls[:end + 1])
+    unseen = _out_of_sight(calls)
     made, budget, tried = [call.made for call in calls], MOST_RERUNS, set()
     # a call that makes one value everywhere (a tensor of zeros, a fill) last: changing its shape or value can
     # make up for a mistake elsewhere (a maximum over every row, one shift that softmax cancels)
@@ -1187,7 +1196,7 @@ def mended_earlier(calls: Sequence[Call], given: Sequence[torch.Tensor], end: in
         if places[i] in tried:
             continue
         tried.add(places[i])
-        if _out_of_sight_after(calls, i, end):
+        if any(i < k <= end for k in unseen):
             continue  # the calls after it cannot tell what a change to it makes of the output
         again = [j for j in range(i + 1, end + 1) if places[j] == places[i]]
         changes = itertools.chain(((words, out, change, again) for words, out, change
